@@ -1,0 +1,103 @@
+//! The one place that names concrete burn backends: `tch` (libtorch, CPU or CUDA) and
+//! `flex` (pure Rust CPU). Everything else takes a [`Device`].
+
+use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// libtorch through burn-tch: the fast one; CUDA where there is a GPU.
+    Tch,
+    /// burn-flex: pure Rust, needs no set-up.
+    Flex,
+}
+
+#[derive(Debug, Error)]
+pub enum BackendError {
+    #[error(
+        "this attnres binary was built without the `tch` feature; run `make build` (which \
+         sets up libtorch and enables it) or pass `--backend flex`"
+    )]
+    TchMissing,
+    #[error("this attnres binary was built without the `flex` feature; pass `--backend tch`")]
+    FlexMissing,
+    #[error("unknown device `{0}`: use `cpu`, `cuda` or `cuda:N`")]
+    BadDevice(String),
+    #[error("device `{0}` needs the tch backend; pass `--backend tch`")]
+    CudaNeedsTch(String),
+}
+
+impl BackendKind {
+    /// tch when it is compiled in, flex otherwise.
+    pub fn preferred() -> Self {
+        if cfg!(feature = "tch") {
+            Self::Tch
+        } else {
+            Self::Flex
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tch => "tch",
+            Self::Flex => "flex",
+        }
+    }
+
+    /// The backends this binary holds.
+    pub fn compiled() -> Vec<Self> {
+        let mut kinds = Vec::new();
+        if cfg!(feature = "tch") {
+            kinds.push(Self::Tch);
+        }
+        if cfg!(feature = "flex") {
+            kinds.push(Self::Flex);
+        }
+        kinds
+    }
+}
+
+/// The device for `kind` and a device name (`cpu`, `cuda`, `cuda:N`), without autodiff.
+pub fn device(kind: BackendKind, name: &str) -> Result<Device, BackendError> {
+    let cuda_index = match name {
+        "cpu" => None,
+        "cuda" => Some(0),
+        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(i)) => Some(i),
+            _ => return Err(BackendError::BadDevice(other.to_string())),
+        },
+    };
+    match kind {
+        BackendKind::Tch => tch_device(cuda_index),
+        BackendKind::Flex if cuda_index.is_some() => {
+            Err(BackendError::CudaNeedsTch(name.to_string()))
+        }
+        BackendKind::Flex => flex_device(),
+    }
+}
+
+#[cfg(feature = "tch")]
+#[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
+fn tch_device(cuda_index: Option<usize>) -> Result<Device, BackendError> {
+    Ok(match cuda_index {
+        Some(i) => Device::libtorch_cuda(i),
+        None => Device::libtorch(),
+    })
+}
+
+#[cfg(not(feature = "tch"))]
+fn tch_device(_cuda_index: Option<usize>) -> Result<Device, BackendError> {
+    Err(BackendError::TchMissing)
+}
+
+#[cfg(feature = "flex")]
+fn flex_device() -> Result<Device, BackendError> {
+    Ok(Device::flex())
+}
+
+#[cfg(not(feature = "flex"))]
+fn flex_device() -> Result<Device, BackendError> {
+    Err(BackendError::FlexMissing)
+}

@@ -1,0 +1,8 @@
+//! attnres: scaling-law and ablation experiments for Attention Residuals (arXiv 2603.15031).
+//!
+//! The flow is one way: `spec` -> `runner` -> `train` -> results folder -> `analysis` ->
+//! `plot` -> `report`. This crate holds the library; `main.rs` is the command line.
+
+pub mod backend;
+pub mod cli;
+pub mod model;

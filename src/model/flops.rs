@@ -1,0 +1,129 @@
+//! Parameter counts, FLOPs per token (SPEC section 9) and depth-source memory, from the
+//! configuration alone.
+
+use serde::Serialize;
+
+use super::config::{Mixing, ModelConfig, QueryKind, ResidualConfig};
+use super::sources::{depth_source_counts, peak_stream_vectors};
+
+/// FLOPs spent on one PFLOP/s-day.
+pub const PFLOPS_DAY: f64 = 8.64e19;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ParamCounts {
+    pub total: u64,
+    pub embedding: u64,
+    pub head: u64,
+    /// `N_nonemb`: everything but the token embedding and the LM head.
+    pub non_embedding: u64,
+    /// Of `non_embedding`, the parameters the residual family adds (queries, key norms, ...).
+    pub residual: u64,
+}
+
+/// Forward FLOPs per token, split as `attnres model` prints them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FlopsPerToken {
+    /// `2 *` every matrix inside the layers, input-dependent query matrices included.
+    pub matrices: u64,
+    /// `4 * T * d` per attention layer.
+    pub attention: u64,
+    /// `4 * d` per (layer, source) pair for AttnRes; `2 * d` per (block, source) for DenseFormer.
+    pub depth: u64,
+    /// `2 * d * vocab`.
+    pub head: u64,
+}
+
+impl FlopsPerToken {
+    pub fn forward(&self) -> u64 {
+        self.matrices + self.attention + self.depth + self.head
+    }
+
+    /// Training FLOPs per token: 3 x forward.
+    pub fn training(&self) -> u64 {
+        3 * self.forward()
+    }
+}
+
+/// Parameters of the matrices of one Transformer block: attention `4 d^2`, SwiGLU `3 d h`.
+fn block_matrix_params(c: &ModelConfig) -> u64 {
+    let (d, h) = (c.d_model as u64, c.ff_hidden() as u64);
+    4 * d * d + 3 * d * h
+}
+
+/// Input-dependent query matrices `W_l` (`d x d`, one per mixing step).
+fn query_matrix_params(c: &ModelConfig) -> u64 {
+    match &c.residual {
+        ResidualConfig::AttnRes(a)
+            if a.mixing == Mixing::Dynamic && a.query == QueryKind::InputDependent =>
+        {
+            (c.n_layers() as u64 + 1) * (c.d_model as u64).pow(2)
+        }
+        _ => 0,
+    }
+}
+
+/// Parameters the residual family adds, SPEC section 6.
+fn residual_params(c: &ModelConfig) -> u64 {
+    let d = c.d_model as u64;
+    let sources = depth_source_counts(c);
+    match &c.residual {
+        ResidualConfig::Baseline => 0,
+        ResidualConfig::Denseformer => sources.iter().map(|&k| k as u64).sum(),
+        ResidualConfig::AttnRes(a) => {
+            let steps = sources.len() as u64;
+            let key_norm = if a.key_norm { d } else { 0 };
+            match (a.mixing, a.query) {
+                (Mixing::Static, _) => sources.iter().map(|&k| k as u64).sum(),
+                (Mixing::Dynamic, QueryKind::Static) => steps * (d + key_norm),
+                // W_l plus the RMSNorm gain on the source it reads.
+                (Mixing::Dynamic, QueryKind::InputDependent) => steps * (d * d + d + key_norm),
+            }
+        }
+    }
+}
+
+pub fn param_counts(c: &ModelConfig) -> ParamCounts {
+    let (d, v) = (c.d_model as u64, c.vocab_size as u64);
+    let norms = (2 * c.n_blocks as u64 + 1) * d;
+    let residual = residual_params(c);
+    let non_embedding = c.n_blocks as u64 * block_matrix_params(c) + norms + residual;
+    ParamCounts {
+        total: non_embedding + 2 * v * d,
+        embedding: v * d,
+        head: d * v,
+        non_embedding,
+        residual,
+    }
+}
+
+pub fn flops_per_token(c: &ModelConfig) -> FlopsPerToken {
+    let (d, v, t) = (c.d_model as u64, c.vocab_size as u64, c.context as u64);
+    let pairs: u64 = depth_source_counts(c).iter().map(|&k| k as u64).sum();
+    let depth = match &c.residual {
+        ResidualConfig::Baseline => 0,
+        ResidualConfig::AttnRes(_) => 4 * d * pairs,
+        // Ours (SPEC is silent): a weighted sum is one multiply-add per element.
+        ResidualConfig::Denseformer => 2 * d * pairs,
+    };
+    FlopsPerToken {
+        matrices: 2 * (c.n_blocks as u64 * block_matrix_params(c) + query_matrix_params(c)),
+        attention: 4 * t * d * c.n_blocks as u64,
+        depth,
+        head: 2 * d * v,
+    }
+}
+
+/// Bytes per token of the depth sources kept alive at once, in f32.
+pub fn source_bytes_per_token(c: &ModelConfig) -> u64 {
+    (peak_stream_vectors(c) * c.d_model * 4) as u64
+}
+
+/// `6 N_nonemb D`, the usual approximation that `flops_exact` is compared against.
+pub fn flops_6nd(c: &ModelConfig, tokens: u64) -> f64 {
+    6.0 * param_counts(c).non_embedding as f64 * tokens as f64
+}
+
+/// Training FLOPs for `tokens` tokens by the exact count.
+pub fn flops_exact(c: &ModelConfig, tokens: u64) -> f64 {
+    flops_per_token(c).training() as f64 * tokens as f64
+}

@@ -1,0 +1,133 @@
+//! The Llama-style decoder LM around the residual family (SPEC section 7).
+
+use burn::module::{Module, Param};
+use burn::tensor::activation::log_softmax;
+use burn::tensor::module::embedding;
+use burn::tensor::{Device, Int, Tensor};
+
+use super::attention::Attention;
+use super::config::{ConfigError, ModelConfig};
+use super::init::Init;
+use super::mlp::Mlp;
+use super::norm::RmsNorm;
+use super::residual::{Residual, Sublayers, Trace};
+use super::rope::Rope;
+
+/// One Transformer block: two sublayers, each with its own PreNorm.
+#[derive(Module, Debug)]
+pub struct TransformerBlock {
+    pub attn_norm: RmsNorm,
+    pub attn: Attention,
+    pub mlp_norm: RmsNorm,
+    pub mlp: Mlp,
+}
+
+#[derive(Module, Debug)]
+pub struct Lm {
+    /// `[vocab, d]`.
+    pub embed: Param<Tensor<2>>,
+    pub blocks: Vec<TransformerBlock>,
+    pub residual: Residual,
+    pub final_norm: RmsNorm,
+    /// `[d, vocab]`, untied from the embedding.
+    pub head: Param<Tensor<2>>,
+    pub rope: Rope,
+}
+
+/// The blocks seen as `L = 2 * n_blocks` sublayers `f_l`.
+struct BlockSublayers<'a> {
+    blocks: &'a [TransformerBlock],
+    rope: &'a Rope,
+}
+
+impl Sublayers for BlockSublayers<'_> {
+    fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
+        let block = &self.blocks[layer / 2];
+        if layer.is_multiple_of(2) {
+            block.attn.forward(block.attn_norm.forward(x), self.rope)
+        } else {
+            block.mlp.forward(block.mlp_norm.forward(x))
+        }
+    }
+}
+
+impl Lm {
+    /// Builds the model with the init of SPEC section 7, reproducibly from `seed`.
+    pub fn init(config: &ModelConfig, seed: u64, device: &Device) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let init = Init::new(seed, device);
+        let (d, v) = (config.d_model, config.vocab_size);
+        let out_std = 0.02 / (2.0 * config.n_blocks as f64).sqrt();
+        let blocks = (0..config.n_blocks)
+            .map(|i| TransformerBlock {
+                attn_norm: RmsNorm::init(d, &init),
+                attn: Attention::init(
+                    &format!("blocks.{i}.attn"),
+                    d,
+                    config.n_heads,
+                    out_std,
+                    &init,
+                ),
+                mlp_norm: RmsNorm::init(d, &init),
+                mlp: Mlp::init(
+                    &format!("blocks.{i}.mlp"),
+                    d,
+                    config.ff_hidden(),
+                    out_std,
+                    &init,
+                ),
+            })
+            .collect();
+        Ok(Self {
+            embed: init.normal("embed", [v, d], 0.02),
+            blocks,
+            residual: Residual::init(config, &init),
+            final_norm: RmsNorm::init(d, &init),
+            head: init.normal("head", [d, v], 0.02),
+            rope: Rope::new(config.context, config.head_dim(), device),
+        })
+    }
+
+    fn sublayers(&self) -> BlockSublayers<'_> {
+        BlockSublayers {
+            blocks: &self.blocks,
+            rope: &self.rope,
+        }
+    }
+
+    /// `tokens` `[B, T]` -> logits `[B, T, vocab]`; the differentiable training path.
+    pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        let e = embedding(self.embed.val(), tokens); // [B, T, d]
+        let x = self.residual.forward(e, &self.sublayers(), None);
+        self.logits(x)
+    }
+
+    /// The training path, recording the probes of SPEC section 8 into `trace`.
+    pub fn forward_traced(&self, tokens: Tensor<2, Int>, trace: &mut Trace) -> Tensor<3> {
+        let e = embedding(self.embed.val(), tokens); // [B, T, d]
+        let x = self.residual.forward(e, &self.sublayers(), Some(trace));
+        self.logits(x)
+    }
+
+    /// The inference path (two-phase Block AttnRes where it applies), for eval and generation.
+    pub fn forward_inference(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        let e = embedding(self.embed.val(), tokens); // [B, T, d]
+        let x = self.residual.forward_inference(e, &self.sublayers());
+        self.logits(x)
+    }
+
+    fn logits(&self, x: Tensor<3>) -> Tensor<3> {
+        self.final_norm
+            .forward(x)
+            .matmul(self.head.val().unsqueeze()) // [B, T, vocab]
+    }
+}
+
+/// Mean next-token cross-entropy in nats: logits `[B, T, V]`, targets `[B, T]`.
+pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
+    let log_probs = log_softmax(logits, 2); // [B, T, V]
+    log_probs
+        .gather(2, targets.unsqueeze_dim::<3>(2)) // [B, T, 1]
+        .mean()
+        .neg()
+}

@@ -1,0 +1,33 @@
+//! SwiGLU feed-forward block with no biases (SPEC section 7).
+
+use burn::module::{Module, Param};
+use burn::tensor::Tensor;
+use burn::tensor::activation::silu;
+
+use super::init::Init;
+
+#[derive(Module, Debug)]
+pub struct Mlp {
+    /// `[d, h]`: gate and up projections.
+    pub w_gate: Param<Tensor<2>>,
+    pub w_up: Param<Tensor<2>>,
+    /// `[h, d]`: the residual-branch output projection.
+    pub w_down: Param<Tensor<2>>,
+}
+
+impl Mlp {
+    pub fn init(path: &str, d: usize, hidden: usize, out_std: f64, init: &Init) -> Self {
+        Self {
+            w_gate: init.normal(&format!("{path}.w_gate"), [d, hidden], 0.02),
+            w_up: init.normal(&format!("{path}.w_up"), [d, hidden], 0.02),
+            w_down: init.normal(&format!("{path}.w_down"), [hidden, d], out_std),
+        }
+    }
+
+    /// `x`: `[B, T, d]` -> `[B, T, d]`.
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let gate = silu(x.clone().matmul(self.w_gate.val().unsqueeze())); // [B, T, h]
+        let up = x.matmul(self.w_up.val().unsqueeze()); // [B, T, h]
+        (gate * up).matmul(self.w_down.val().unsqueeze()) // [B, T, d]
+    }
+}

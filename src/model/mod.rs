@@ -1,0 +1,18 @@
+//! The model: a Llama-style decoder LM whose residual family is chosen by config.
+//! Knows nothing of files; everything is built from a [`ModelConfig`] and a seed.
+
+pub mod attention;
+pub mod config;
+pub mod flops;
+pub mod init;
+pub mod lm;
+pub mod mlp;
+pub mod norm;
+pub mod params;
+pub mod residual;
+pub mod rope;
+pub mod sources;
+
+pub use config::{AttnResConfig, ModelConfig, ResidualConfig};
+pub use lm::{Lm, cross_entropy};
+pub use residual::{Probes, Trace};

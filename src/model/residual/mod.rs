@@ -1,0 +1,120 @@
+//! The residual families of SPEC section 6 behind one enum, and the probe trace they fill.
+//!
+//! A family only wires depth: it is handed the embedding and a [`Sublayers`] that runs
+//! `f_l`, and returns `x_L`, the input of the final norm.
+
+mod attnres;
+mod baseline;
+mod denseformer;
+mod two_phase;
+
+pub use attnres::{AttnRes, DepthMix, Scorer};
+pub use baseline::Baseline;
+pub use denseformer::DenseFormer;
+
+use burn::module::Module;
+use burn::tensor::{Tensor, TensorReadError};
+
+use super::config::ModelConfig;
+use super::init::Init;
+use super::norm::mean_rms;
+
+/// The Transformer's sublayers as the residual wiring sees them.
+pub trait Sublayers {
+    /// `y_l = f_l(x_l)` for sublayer `l` (even: attention, odd: MLP), `[B, T, d]`.
+    fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3>;
+}
+
+#[derive(Module, Debug)]
+pub enum Residual {
+    Baseline(Baseline),
+    AttnRes(AttnRes),
+    DenseFormer(DenseFormer),
+}
+
+impl Residual {
+    pub fn init(config: &ModelConfig, init: &Init) -> Self {
+        use super::config::ResidualConfig as R;
+        match &config.residual {
+            R::Baseline => Self::Baseline(Baseline::new(config.n_layers())),
+            R::AttnRes(c) => Self::AttnRes(AttnRes::init(config, c, init)),
+            R::Denseformer => Self::DenseFormer(DenseFormer::init(config.n_blocks, init)),
+        }
+    }
+
+    /// The training path: differentiable, records probes into `trace` when given.
+    pub fn forward(
+        &self,
+        e: Tensor<3>,
+        layers: &dyn Sublayers,
+        trace: Option<&mut Trace>,
+    ) -> Tensor<3> {
+        match self {
+            Self::Baseline(r) => r.forward(e, layers, trace),
+            Self::AttnRes(r) => r.forward(e, layers, trace),
+            Self::DenseFormer(r) => r.forward(e, layers, trace),
+        }
+    }
+
+    /// The inference path: two-phase Block AttnRes (SPEC section 5) where it applies, the
+    /// training path everywhere else.
+    pub fn forward_inference(&self, e: Tensor<3>, layers: &dyn Sublayers) -> Tensor<3> {
+        match self {
+            Self::AttnRes(r) if r.supports_two_phase() => r.forward_two_phase(e, layers),
+            _ => self.forward(e, layers, None),
+        }
+    }
+}
+
+/// Per-layer statistics of SPEC section 8, kept as device scalars until [`Trace::read`].
+#[derive(Default, Debug)]
+pub struct Trace {
+    in_rms: Vec<Tensor<1>>,
+    out_rms: Vec<Tensor<1>>,
+    depth_attn: Vec<Tensor<1>>,
+}
+
+/// The trace read back to the host.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Probes {
+    /// RMS over d of `x_l`, averaged over tokens, per layer.
+    pub in_rms: Vec<f32>,
+    /// RMS over d of `y_l`, averaged over tokens, per layer.
+    pub out_rms: Vec<f32>,
+    /// Mean weight of each source, per mixing step (AttnRes: layers then the output step;
+    /// DenseFormer: one step per Transformer block). Empty for the baseline.
+    pub depth_attn: Vec<Vec<f32>>,
+}
+
+impl Trace {
+    /// Records the input and output of one sublayer.
+    pub fn layer(&mut self, x: &Tensor<3>, y: &Tensor<3>) {
+        self.in_rms.push(mean_rms(x.clone().detach()));
+        self.out_rms.push(mean_rms(y.clone().detach()));
+    }
+
+    /// Records one mixing step's weights, already averaged to one value per source.
+    pub fn depth(&mut self, weights: Tensor<1>) {
+        self.depth_attn.push(weights.detach());
+    }
+
+    /// Reads every recorded statistic back to the host (one sync per tensor).
+    pub fn read(self) -> Result<Probes, TensorReadError> {
+        let host = |t: Tensor<1>| t.try_to_vec_as::<f32>();
+        let scalars = |v: Vec<Tensor<1>>| -> Result<Vec<f32>, TensorReadError> {
+            Ok(v.into_iter()
+                .map(host)
+                .collect::<Result<Vec<_>, _>>()?
+                .concat())
+        };
+        Ok(Probes {
+            in_rms: scalars(self.in_rms)?,
+            out_rms: scalars(self.out_rms)?,
+            depth_attn: self
+                .depth_attn
+                .into_iter()
+                .map(host)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}

@@ -1,0 +1,47 @@
+//! Rotary position embedding, base 10000, half-split pairs as in the HF Llama code.
+
+use burn::module::Module;
+use burn::tensor::{Device, Tensor, TensorData};
+
+pub const ROPE_BASE: f64 = 10_000.0;
+
+/// Precomputed cos/sin tables of shape `[T, head_dim]` (each half repeated).
+/// Constant tensors, not parameters: they are neither trained nor saved.
+#[derive(Module, Debug)]
+pub struct Rope {
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+}
+
+impl Rope {
+    pub fn new(context: usize, head_dim: usize, device: &Device) -> Self {
+        let half = head_dim / 2;
+        let mut cos = Vec::with_capacity(context * head_dim);
+        let mut sin = Vec::with_capacity(context * head_dim);
+        for t in 0..context {
+            for j in 0..head_dim {
+                let i = j % half;
+                let freq = ROPE_BASE.powf(-2.0 * i as f64 / head_dim as f64);
+                let angle = t as f64 * freq;
+                cos.push(angle.cos() as f32);
+                sin.push(angle.sin() as f32);
+            }
+        }
+        Self {
+            cos: Tensor::from_data(TensorData::new(cos, [context, head_dim]), device),
+            sin: Tensor::from_data(TensorData::new(sin, [context, head_dim]), device),
+        }
+    }
+
+    /// Rotates `x` of shape `[B, H, T, hd]`: `x * cos + rotate_half(x) * sin`.
+    pub fn apply(&self, x: Tensor<4>) -> Tensor<4> {
+        let [_, _, t, hd] = x.dims();
+        let cos = self.cos.clone().narrow(0, 0, t).unsqueeze::<4>(); // [1, 1, T, hd]
+        let sin = self.sin.clone().narrow(0, 0, t).unsqueeze::<4>(); // [1, 1, T, hd]
+        let half = hd / 2;
+        let x1 = x.clone().narrow(3, 0, half);
+        let x2 = x.clone().narrow(3, half, half);
+        let rotated = Tensor::cat(vec![x2.neg(), x1], 3); // [B, H, T, hd]
+        x * cos + rotated * sin
+    }
+}

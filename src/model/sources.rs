@@ -1,0 +1,54 @@
+//! Which depth sources each mixing step sees, from the configuration alone (SPEC sections 3-4).
+//!
+//! Shared by the model (to size static logits) and by the FLOP and memory counts.
+
+use super::config::{ModelConfig, ResidualConfig};
+
+/// Number of sources seen by AttnRes layer `l` for `l in 0..L`, then by the output step
+/// (index `L`). Sources are the embedding, the completed blocks and, after a block's first
+/// layer, the partial sum of the current block; a window keeps the embedding plus the last
+/// `W` of the others.
+pub fn attnres_source_counts(
+    n_layers: usize,
+    block_size: usize,
+    window: Option<usize>,
+) -> Vec<usize> {
+    let cap = |others: usize| 1 + window.map_or(others, |w| others.min(w));
+    let mut counts: Vec<usize> = (0..n_layers)
+        .map(|l| {
+            let completed = l / block_size;
+            let partial = usize::from(l % block_size != 0);
+            cap(completed + partial)
+        })
+        .collect();
+    counts.push(cap(n_layers.div_ceil(block_size)));
+    counts
+}
+
+/// Depth sources per mixing step for any family: one entry per layer plus the output step
+/// for AttnRes, one per Transformer block for DenseFormer, and 1 (the running sum) per layer
+/// for the baseline.
+pub fn depth_source_counts(config: &ModelConfig) -> Vec<usize> {
+    let n_layers = config.n_layers();
+    match &config.residual {
+        ResidualConfig::Baseline => vec![1; n_layers],
+        ResidualConfig::AttnRes(c) => attnres_source_counts(n_layers, c.block_size, c.window),
+        // After block i (0-based) the average runs over the embedding and i + 1 block outputs.
+        ResidualConfig::Denseformer => (0..config.n_blocks).map(|i| i + 2).collect(),
+    }
+}
+
+/// Largest number of `d`-vectors per token that the residual stream keeps alive at once.
+pub fn peak_stream_vectors(config: &ModelConfig) -> usize {
+    match &config.residual {
+        ResidualConfig::Baseline => 1,
+        // All completed sources plus the partial sum; a window does not shrink the cache that
+        // the backward pass needs, only what each step reads.
+        ResidualConfig::AttnRes(c) => {
+            let blocks = config.n_layers().div_ceil(c.block_size);
+            1 + blocks + usize::from(c.block_size > 1)
+        }
+        // The embedding, every block output, and the running input.
+        ResidualConfig::Denseformer => config.n_blocks + 2,
+    }
+}
