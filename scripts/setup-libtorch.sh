@@ -43,6 +43,7 @@ else
 fi
 
 torch_whl=$(ls "$wheels"/torch-"$version"-cp3*-manylinux*_x86_64.whl | head -n 1)
+mkdir -p "$(dirname "$dest")"
 tmp=$(mktemp -d "${dest}.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/unzip" "$tmp/out/lib"
@@ -73,7 +74,6 @@ fi
 echo "$version" > "$tmp/out/build-version"
 touch "$tmp/out/.complete"
 rm -rf "$dest"
-mkdir -p "$(dirname "$dest")"
 mv "$tmp/out" "$dest"
 echo "libtorch: made $dest ($(du -sh "$dest" | cut -f1))" >&2
 echo "$dest"

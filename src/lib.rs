@@ -5,4 +5,8 @@
 
 pub mod backend;
 pub mod cli;
+pub mod data;
 pub mod model;
+pub mod spec;
+pub mod store;
+pub mod train;

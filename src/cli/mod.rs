@@ -1,6 +1,8 @@
 //! Command-line interface: clap derive types and the dispatch to each subcommand.
 
+mod data;
 mod model;
+mod train;
 
 use clap::{Parser, Subcommand};
 use thiserror::Error;
@@ -25,12 +27,37 @@ pub struct Cli {
 pub enum Command {
     /// Print parameters, FLOPs per token, depth sources and their memory for model settings.
     Model(model::ModelArgs),
+    /// Train one run from a RunSpec YAML file into a run folder (resumes a partial one).
+    Train(train::TrainArgs),
+    /// Write a run's final weights as safetensors.
+    Export(train::ExportArgs),
+    /// Mean next-token loss and bits per byte of a run's model on a text file.
+    Score(train::ScoreArgs),
+    /// Corpus set-up (fetch the built-in corpora once).
+    Data(data::DataArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Model(args) => model::run(args),
+        Command::Train(args) => train::run_train(args),
+        Command::Export(args) => train::run_export(args),
+        Command::Score(args) => train::run_score(args),
+        Command::Data(args) => data::run(args),
     }
+}
+
+/// Reads a YAML file into `T`; errors name the file, the line and column, and the key.
+pub fn read_yaml<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError(format!("cannot read {}: {e}", path.display())))?;
+    serde_yaml_ng::from_str(&text).map_err(|e| {
+        let at = e
+            .location()
+            .map(|l| format!(":{}:{}", l.line(), l.column()))
+            .unwrap_or_default();
+        InputError(format!("{}{at}: {e}", path.display())).into()
+    })
 }
 
 /// The exit status for an error: 2 for bad input, 1 for everything else.

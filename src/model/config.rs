@@ -28,8 +28,8 @@ fn default_ff_mult() -> f64 {
 ///
 /// On the wire it is `{variant: baseline|full|block|denseformer, block_size, ...ablations}`;
 /// in memory Full is Block AttnRes with `S = 1`, so both share one implementation.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(try_from = "ResidualWire", into = "ResidualWire")]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(into = "ResidualWire")]
 pub enum ResidualConfig {
     /// PreNorm residual: `x_{l+1} = x_l + y_l`.
     #[default]
@@ -52,7 +52,7 @@ pub enum Variant {
 /// The flat YAML/JSON form of [`ResidualConfig`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ResidualWire {
+pub struct ResidualWire {
     variant: Variant,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     block_size: Option<usize>,
@@ -68,6 +68,46 @@ struct ResidualWire {
     window: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     heads: Option<usize>,
+}
+
+/// Accepts a bare variant name (`residual: full`) or the map form
+/// (`residual: {variant: block, block_size: 4}`).
+impl<'de> Deserialize<'de> for ResidualConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{self, IntoDeserializer, MapAccess, Visitor};
+        struct WireVisitor;
+        impl<'de> Visitor<'de> for WireVisitor {
+            type Value = ResidualWire;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a variant name (baseline, full, denseformer) or a map with `variant`")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<ResidualWire, E> {
+                Ok(ResidualWire::named(Variant::deserialize(
+                    name.into_deserializer(),
+                )?))
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<ResidualWire, M::Error> {
+                ResidualWire::deserialize(de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        let wire = deserializer.deserialize_any(WireVisitor)?;
+        ResidualConfig::try_from(wire).map_err(de::Error::custom)
+    }
+}
+
+impl ResidualWire {
+    fn named(variant: Variant) -> Self {
+        Self {
+            variant,
+            block_size: None,
+            key_norm: None,
+            normalize: None,
+            query: None,
+            mixing: None,
+            window: None,
+            heads: None,
+        }
+    }
 }
 
 impl TryFrom<ResidualWire> for ResidualConfig {
@@ -128,19 +168,9 @@ impl TryFrom<ResidualWire> for ResidualConfig {
 
 impl From<ResidualConfig> for ResidualWire {
     fn from(r: ResidualConfig) -> Self {
-        let plain = |variant| ResidualWire {
-            variant,
-            block_size: None,
-            key_norm: None,
-            normalize: None,
-            query: None,
-            mixing: None,
-            window: None,
-            heads: None,
-        };
         match r {
-            ResidualConfig::Baseline => plain(Variant::Baseline),
-            ResidualConfig::Denseformer => plain(Variant::Denseformer),
+            ResidualConfig::Baseline => ResidualWire::named(Variant::Baseline),
+            ResidualConfig::Denseformer => ResidualWire::named(Variant::Denseformer),
             ResidualConfig::AttnRes(c) => {
                 let base = AttnResConfig::block(c.block_size);
                 ResidualWire {
@@ -357,5 +387,52 @@ impl ModelConfig {
     pub fn ff_hidden(&self) -> usize {
         let raw = (self.ff_mult * self.d_model as f64).ceil() as usize;
         raw.div_ceil(8) * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<ResidualConfig, String> {
+        serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn residual_accepts_names_and_maps_and_round_trips() {
+        assert_eq!(parse("baseline").unwrap(), ResidualConfig::Baseline);
+        assert_eq!(parse("full").unwrap(), ResidualConfig::full());
+        assert_eq!(
+            parse("{variant: block, block_size: 4}").unwrap(),
+            ResidualConfig::block(4)
+        );
+        let ablation = parse("{variant: full, key_norm: false, heads: 2}").unwrap();
+        let json = serde_json::to_string(&ablation).unwrap();
+        assert_eq!(json, r#"{"variant":"full","key_norm":false,"heads":2}"#);
+        assert_eq!(
+            serde_json::from_str::<ResidualConfig>(&json).unwrap(),
+            ablation
+        );
+    }
+
+    #[test]
+    fn residual_errors_say_what_to_do() {
+        assert!(parse("block").unwrap_err().contains("needs `block_size`"));
+        assert!(
+            parse("{variant: full, block_size: 4}")
+                .unwrap_err()
+                .contains("use `variant: block`")
+        );
+        assert!(
+            parse("{variant: baseline, heads: 2}")
+                .unwrap_err()
+                .contains("apply only to `full` and `block`")
+        );
+        assert!(
+            parse("{variant: block, block_sz: 4}")
+                .unwrap_err()
+                .contains("block_sz")
+        );
+        assert!(parse("blok").unwrap_err().contains("blok"));
     }
 }

@@ -1,0 +1,93 @@
+//! Training one run: a RunSpec and a run folder in, a complete run folder out (DESIGN.md,
+//! "A run folder"). Resumes from the folder's checkpoint when there is one.
+
+pub mod checkpoint;
+pub mod config;
+pub mod eval;
+pub mod optimizer;
+mod trainer;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::BackendKind;
+use crate::model::flops::ParamCounts;
+
+pub use trainer::train;
+
+/// How to run (not what to run: that is the RunSpec).
+#[derive(Debug, Clone)]
+pub struct TrainOptions {
+    pub backend: BackendKind,
+    /// `cpu`, `cuda` or `cuda:N`.
+    pub device: String,
+    /// CPU threads for the backend; None keeps the backend's default.
+    pub threads: Option<usize>,
+    /// A bar to drive (a sweep's per-run bar); None makes one when stdout is a terminal.
+    pub progress: Option<indicatif::ProgressBar>,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        Self {
+            backend: BackendKind::preferred(),
+            device: "cpu".into(),
+            threads: None,
+            progress: None,
+        }
+    }
+}
+
+/// How a call to [`train`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Done(Box<Summary>),
+    /// The folder already held a finished run; nothing was trained.
+    AlreadyDone,
+    Failed {
+        step: u64,
+        reason: String,
+    },
+}
+
+/// `summary.json`: what a finished run found and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub run_id: String,
+    pub label: String,
+    pub steps: u64,
+    pub tokens: u64,
+    pub flops_exact: f64,
+    pub flops_6nd: f64,
+    pub params: ParamCountsJson,
+    /// Train loss of the last step, and the mean over the last 10% of steps.
+    pub loss_train_last: f32,
+    pub loss_train_tail: f32,
+    pub loss_val: f32,
+    pub acc_val: Option<f32>,
+    /// Validation bits per byte (text corpora).
+    pub bpb_val: Option<f32>,
+    pub wall_s: f64,
+    pub backend: String,
+    pub device: String,
+    pub threads: Option<usize>,
+    pub git_commit: String,
+    pub version: String,
+    pub finished_at: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ParamCountsJson {
+    pub total: u64,
+    pub non_embedding: u64,
+    pub residual: u64,
+}
+
+impl From<ParamCounts> for ParamCountsJson {
+    fn from(p: ParamCounts) -> Self {
+        Self {
+            total: p.total,
+            non_embedding: p.non_embedding,
+            residual: p.residual,
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The training loop: data, model and optimizer set-up, resume, steps, evals, checkpoints.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use burn::module::Module;
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::tensor::Device;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::checkpoint::{self, CheckpointState};
+use super::eval::{BatchTensors, evaluate, masked_cross_entropy, probe};
+use super::optimizer;
+use super::{Outcome, Summary, TrainOptions};
+use crate::backend;
+use crate::cli::InputError;
+use crate::data::{self, Batch, Dataset, eval_batches, train_batch};
+use crate::model::Lm;
+use crate::model::flops::{flops_6nd, flops_exact, param_counts};
+use crate::model::residual::Probes;
+use crate::spec::RunSpec;
+use crate::store::metrics::{self, DepthRow, LayerRow, StepRow};
+use crate::store::{RunDir, Status, read_json_opt, write_json};
+
+/// Trains `spec` into `dir`, resuming from its checkpoint; a finished folder is left alone.
+pub fn train(spec: &RunSpec, dir: &RunDir, opts: &TrainOptions) -> anyhow::Result<Outcome> {
+    validate(spec)?;
+    dir.create()?;
+    match read_json_opt::<RunSpec>(&dir.spec())? {
+        Some(existing) if existing != *spec => bail!(InputError(format!(
+            "{} holds a different run (its spec.json differs); use another folder",
+            dir.root.display()
+        ))),
+        Some(_) => {}
+        None => write_json(&dir.spec(), spec)?,
+    }
+    if let Some(Status::Done { .. }) = dir.read_status()? {
+        return Ok(Outcome::AlreadyDone);
+    }
+    let data = data::load(&spec.data, spec.model.context, spec.seed)
+        .map_err(|e| InputError(format!("data for run {}: {e}", spec.run_id())))?;
+    if data.vocab_size > spec.model.vocab_size {
+        bail!(InputError(format!(
+            "model.vocab_size {} is smaller than the tokenizer's vocabulary {}; raise it",
+            spec.model.vocab_size, data.vocab_size
+        )));
+    }
+    if let Some(file) = data.tokenizer.file() {
+        std::fs::copy(file, dir.tokenizer())
+            .with_context(|| format!("copying {}", file.display()))?;
+    }
+    set_threads(opts.threads);
+    let device = backend::device(opts.backend, &opts.device)?;
+    Trainer::new(spec, dir, opts, &data, device)?.run()
+}
+
+fn validate(spec: &RunSpec) -> anyhow::Result<()> {
+    spec.model
+        .validate()
+        .map_err(|e| InputError(format!("model: {e}")))?;
+    spec.train
+        .validate()
+        .map_err(|(key, problem)| InputError(format!("train.{key}: {problem}")))?;
+    Ok(())
+}
+
+fn set_threads(threads: Option<usize>) {
+    let Some(n) = threads else { return };
+    #[cfg(feature = "tch")]
+    tch::set_num_threads(n as i32);
+    // The global pool can be built once per process; later calls keep the first size.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global();
+}
+
+struct Trainer<'a> {
+    spec: &'a RunSpec,
+    dir: &'a RunDir,
+    opts: &'a TrainOptions,
+    data: &'a Dataset,
+    device: Device,
+    eval: Vec<Batch>,
+    layers: Vec<LayerRow>,
+    depth: Vec<DepthRow>,
+    total_steps: u64,
+}
+
+impl<'a> Trainer<'a> {
+    fn new(
+        spec: &'a RunSpec,
+        dir: &'a RunDir,
+        opts: &'a TrainOptions,
+        data: &'a Dataset,
+        device: Device,
+    ) -> anyhow::Result<Self> {
+        let (c, t) = (&spec.train, spec.model.context);
+        Ok(Self {
+            eval: eval_batches(&data.val, c.eval_batches, c.batch_size, t),
+            spec,
+            dir,
+            opts,
+            data,
+            device,
+            layers: Vec::new(),
+            depth: Vec::new(),
+            total_steps: spec.total_steps(),
+        })
+    }
+
+    fn run(mut self) -> anyhow::Result<Outcome> {
+        let (spec, dir) = (self.spec, self.dir);
+        let train_device = self.device.clone().autodiff();
+        let mut model = Lm::init(&spec.model, spec.seed, &train_device)?;
+        let resume_from = checkpoint::find(dir);
+        if let Some(path) = &resume_from {
+            // Weights first: loading restores the parameter ids the optimizer groups and
+            // state are keyed by.
+            model = checkpoint::load_model(path, model)?;
+        }
+        let mut optim = optimizer::build(&spec.train, &model);
+        let mut state = CheckpointState {
+            run_id: spec.run_id(),
+            step: 0,
+            tokens: 0,
+            wall_s: 0.0,
+            seed: spec.seed,
+            data_cursor: 0,
+        };
+        match &resume_from {
+            Some(path) => {
+                optim = checkpoint::load_optimizer(path, optim)?;
+                state = checkpoint::read_state(path)?;
+                metrics::truncate_steps(&dir.steps(), state.step)?;
+                self.layers = metrics::read_layers(&dir.layers(), Some(state.step))?;
+                self.depth = metrics::read_depth(&dir.depth_attn(), Some(state.step))?;
+            }
+            None => {
+                for stale in [dir.steps(), dir.layers(), dir.depth_attn(), dir.summary()] {
+                    let _ = std::fs::remove_file(stale);
+                }
+            }
+        }
+        dir.write_status(&Status::Running {
+            step: state.step,
+            total_steps: self.total_steps,
+        })?;
+        let bar = self.progress_bar(state.step);
+        let (per_token, six_n) = (
+            crate::model::flops::flops_per_token(&spec.model).training() as f64,
+            6.0 * param_counts(&spec.model).non_embedding as f64,
+        );
+        let started = Instant::now() - std::time::Duration::from_secs_f64(state.wall_s);
+        while state.step < self.total_steps {
+            let step_start = Instant::now();
+            let rows = spec.sequences_in_step(state.step);
+            let (loss, grads) = self.gradients(&model, state.step, rows)?;
+            if !loss.is_finite() {
+                let reason = format!("loss became {loss} at step {}", state.step + 1);
+                dir.write_status(&Status::Failed {
+                    step: state.step + 1,
+                    reason: reason.clone(),
+                })?;
+                bar.abandon_with_message(format!("failed: {reason}"));
+                return Ok(Outcome::Failed {
+                    step: state.step + 1,
+                    reason,
+                });
+            }
+            let mut grads = grads;
+            let norm = optimizer::global_norm(&model, &grads)?;
+            let clip = spec.train.grad_clip as f32;
+            if clip > 0.0 && norm > clip {
+                optimizer::scale_grads(&model, &mut grads, clip / norm);
+            }
+            let done = state.step + 1;
+            let eval_now =
+                done.is_multiple_of(spec.train.eval_every as u64) || done == self.total_steps;
+            let grad_norms = if eval_now {
+                Some(optimizer::layer_grad_norms(&model, &grads)?)
+            } else {
+                None
+            };
+            let lr = spec.train.lr_at(state.step, self.total_steps);
+            model = optim.step(lr, model, grads);
+            state.step = done;
+            state.data_cursor = done;
+            state.tokens += (rows * spec.model.context) as u64;
+            state.wall_s = started.elapsed().as_secs_f64();
+            let mut row = StepRow {
+                step: done,
+                tokens: state.tokens,
+                lr,
+                loss_train: loss,
+                loss_val: None,
+                acc_val: None,
+                flops_exact: per_token * state.tokens as f64,
+                flops_6nd: six_n * state.tokens as f64,
+                wall_s: state.wall_s,
+                tokens_per_s: (rows * spec.model.context) as f64
+                    / step_start.elapsed().as_secs_f64(),
+            };
+            if let Some(grad_norms) = grad_norms {
+                let inference = model.valid();
+                let result = evaluate(&inference, &self.eval, &self.device)?;
+                row.loss_val = Some(result.loss);
+                row.acc_val = result.accuracy;
+                let probes = probe(&inference, &self.eval[0], &self.device)?;
+                self.record_probes(done, &probes, &grad_norms);
+                metrics::write_layers(&dir.layers(), &self.layers)?;
+                metrics::write_depth(&dir.depth_attn(), &self.depth)?;
+            }
+            metrics::append_steps(&dir.steps(), std::slice::from_ref(&row))?;
+            let ckpt_every = spec.train.checkpoint_every as u64;
+            if done == self.total_steps || (ckpt_every > 0 && done.is_multiple_of(ckpt_every)) {
+                checkpoint::save(dir, &model, &optim, &state)?;
+            }
+            bar.set_position(done);
+            bar.set_message(format!(
+                "loss {loss:.4}{} {:.0} tok/s",
+                row.loss_val
+                    .map(|v| format!(" val {v:.4}"))
+                    .unwrap_or_default(),
+                row.tokens_per_s
+            ));
+        }
+        bar.finish();
+        let summary = self.summarize(&state)?;
+        write_json(&dir.summary(), &summary)?;
+        dir.write_status(&Status::Done { steps: state.step })?;
+        Ok(Outcome::Done(Box::new(summary)))
+    }
+
+    /// Loss and gradients of one step, accumulated over micro-batches so that the result
+    /// equals one batch of `rows` sequences (weighted by scored tokens).
+    fn gradients(
+        &self,
+        model: &Lm,
+        step: u64,
+        rows: usize,
+    ) -> anyhow::Result<(f32, GradientsParams)> {
+        let spec = self.spec;
+        let n_micro = spec.train.micro_batches.min(rows);
+        let per = rows.div_ceil(n_micro);
+        let batches: Vec<Batch> = (0..n_micro)
+            .map(|m| {
+                let size = per.min(rows - m * per);
+                train_batch(
+                    &self.data.train,
+                    spec.seed,
+                    step,
+                    m as u64,
+                    size,
+                    spec.model.context,
+                )
+            })
+            .filter(|b| b.rows > 0)
+            .collect();
+        let scored: usize = batches.iter().map(Batch::scored).sum();
+        let train_device = self.device.clone().autodiff();
+        let mut accumulator = GradientsAccumulator::new();
+        let mut total = 0.0f32;
+        for batch in &batches {
+            let weight = batch.scored() as f32 / scored.max(1) as f32;
+            let t = BatchTensors::new(batch, &train_device);
+            let loss =
+                masked_cross_entropy(model.forward(t.input), t.target, t.mask).mul_scalar(weight);
+            total += loss.clone().try_into_scalar::<f32>()?;
+            let grads = GradientsParams::from_grads(loss.backward(), model);
+            accumulator.accumulate(model, grads);
+        }
+        Ok((total, accumulator.grads()))
+    }
+
+    fn bits_per_byte(&self, loss: f32) -> Option<f32> {
+        let bytes = self.data.val_bytes? as f64;
+        let tokens = self.data.val.tokens.len() as f64;
+        Some((f64::from(loss) * tokens / (bytes * std::f64::consts::LN_2)) as f32)
+    }
+
+    fn record_probes(&mut self, step: u64, probes: &Probes, grad_norms: &[f32]) {
+        let kind = |l: usize| if l.is_multiple_of(2) { "attn" } else { "mlp" };
+        for (metric, values) in [
+            ("in_rms", &probes.in_rms),
+            ("out_rms", &probes.out_rms),
+            ("grad_norm", &grad_norms.to_vec()),
+        ] {
+            for (l, &value) in values.iter().enumerate() {
+                self.layers.push(LayerRow {
+                    step,
+                    layer: l as u32,
+                    kind: kind(l).into(),
+                    metric: metric.into(),
+                    value,
+                });
+            }
+        }
+        for (l, weights) in probes.depth_attn.iter().enumerate() {
+            for (source, &weight) in weights.iter().enumerate() {
+                self.depth.push(DepthRow {
+                    step,
+                    layer: l as u32,
+                    source: source as u32,
+                    weight,
+                });
+            }
+        }
+    }
+
+    fn progress_bar(&self, position: u64) -> ProgressBar {
+        let bar = match &self.opts.progress {
+            Some(bar) => bar.clone(),
+            None if std::io::stdout().is_terminal() => ProgressBar::new(self.total_steps),
+            None => ProgressBar::hidden(),
+        };
+        bar.set_length(self.total_steps);
+        bar.set_position(position);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{prefix:>12} [{bar:30}] {pos}/{len} steps {msg} (ETA {eta})",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        if self.opts.progress.is_none() {
+            bar.set_prefix(self.spec.model.residual.label());
+        }
+        bar
+    }
+
+    /// The summary, from steps.csv (so a run killed after its final checkpoint but before
+    /// writing it still gets one).
+    fn summarize(&self, state: &CheckpointState) -> anyhow::Result<Summary> {
+        let spec = self.spec;
+        let rows = metrics::read_steps(&self.dir.steps())?;
+        let Some(last) = rows.last() else {
+            bail!(
+                "{} has no rows; delete the run folder to retrain",
+                self.dir.steps().display()
+            )
+        };
+        let tail = &rows[rows.len() - rows.len().div_ceil(10)..];
+        let loss_val = last.loss_val.unwrap_or(f32::NAN);
+        Ok(Summary {
+            run_id: spec.run_id(),
+            label: spec.model.residual.label(),
+            steps: state.step,
+            tokens: state.tokens,
+            flops_exact: flops_exact(&spec.model, state.tokens),
+            flops_6nd: flops_6nd(&spec.model, state.tokens),
+            params: param_counts(&spec.model).into(),
+            loss_train_last: last.loss_train,
+            loss_train_tail: tail.iter().map(|r| r.loss_train).sum::<f32>() / tail.len() as f32,
+            loss_val,
+            acc_val: last.acc_val,
+            bpb_val: self.bits_per_byte(loss_val),
+            wall_s: state.wall_s,
+            backend: self.opts.backend.name().into(),
+            device: self.opts.device.clone(),
+            threads: self.opts.threads,
+            git_commit: env!("ATTNRES_GIT_COMMIT").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string(),
+        })
+    }
+}
