@@ -1,5 +1,6 @@
 //! Command-line interface: clap derive types and the dispatch to each subcommand.
 
+mod bench;
 mod data;
 mod model;
 mod train;
@@ -35,6 +36,8 @@ pub enum Command {
     Score(train::ScoreArgs),
     /// Corpus set-up (fetch the built-in corpora once).
     Data(data::DataArgs),
+    /// Tokens/s, step time and MFU of baseline, Full and Block S=4, per backend.
+    Bench(bench::BenchArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -44,6 +47,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(args) => train::run_export(args),
         Command::Score(args) => train::run_score(args),
         Command::Data(args) => data::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

@@ -8,7 +8,7 @@ use burn::tensor::activation::{sigmoid, softmax};
 use super::{Sublayers, Trace};
 use crate::model::config::{AttnResConfig, Mixing, ModelConfig, Normalize, QueryKind};
 use crate::model::init::Init;
-use crate::model::norm::RmsNorm;
+use crate::model::norm::{RmsNorm, rms_normalize};
 use crate::model::sources::attnres_source_counts;
 
 /// How one mixing step scores its sources.
@@ -75,53 +75,75 @@ impl DepthMix {
         }
     }
 
-    /// `sources`: `K` tensors `[B, T, d]`. Returns `x` `[B, T, d]` and the weights
-    /// `alpha` `[K, B, T, H]`.
-    pub fn forward(&self, sources: &[Tensor<3>]) -> (Tensor<3>, Tensor<4>) {
-        let k = sources.len();
-        let [b, t, d] = sources[0].dims();
-        let h = self.heads;
-        let values = Tensor::stack::<4>(sources.to_vec(), 0); // [K, B, T, d]
-        let logits = self.logits(values.clone(), &sources[k - 1]); // [K, B, T, H]
+    /// Whether keys are RMS-normalised sources (else the raw sources).
+    pub fn uses_key_norm(&self) -> bool {
+        match &self.scorer {
+            Scorer::PseudoQuery(s) => s.key_norm.is_some(),
+            Scorer::InputQuery(s) => s.key_norm.is_some(),
+            Scorer::StaticLogits(_) => false,
+        }
+    }
+
+    /// `values`: `K` sources `[B, T, d]`; `keys`: the same sources normalised without gain
+    /// (or raw without key norm). Returns `x` `[B, T, d]` and the weights `alpha`
+    /// `[B, T, H, K]`.
+    ///
+    /// Sources are scored one at a time rather than stacked: the key norm's gain is folded
+    /// into the query, `w . (r(v) * g) = (w * g) . r(v)`, so each source is normalised once
+    /// per forward instead of once per layer that reads it.
+    pub fn forward(&self, values: &[Tensor<3>], keys: &[Tensor<3>]) -> (Tensor<3>, Tensor<4>) {
+        let k = values.len();
+        let [b, t, d] = values[0].dims();
+        let (h, dh) = (self.heads, d / self.heads);
+        let logits = self.logits(keys, &values[k - 1]); // [B, T, H, K]
         let alpha = if self.sigmoid {
             sigmoid(logits)
         } else {
-            softmax(logits, 0)
+            softmax(logits, 3)
         };
-        let grouped = values.reshape([k, b, t, h, d / h]); // [K, B, T, H, d/H]
-        let x = (grouped * alpha.clone().unsqueeze_dim::<5>(4))
-            .sum_dim(0) // [1, B, T, H, d/H]
+        let x = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v.clone().reshape([b, t, h, dh]) * alpha.clone().narrow(3, i, 1)) // [B, T, H, d/H]
+            .reduce(|acc, term| acc + term)
+            .expect("a mixing step has at least one source (the embedding)")
             .reshape([b, t, d]);
         (x, alpha)
     }
 
-    /// Logits `[K, B, T, H]` for stacked `values` `[K, B, T, d]`.
-    fn logits(&self, values: Tensor<4>, last: &Tensor<3>) -> Tensor<4> {
-        let [k, b, t, d] = values.dims();
-        let h = self.heads;
-        let keys = |norm: &Option<RmsNorm>| match norm {
-            Some(n) => n.forward(values.clone()),
-            None => values.clone(),
+    /// Logits `[B, T, H, K]`.
+    fn logits(&self, keys: &[Tensor<3>], last: &Tensor<3>) -> Tensor<4> {
+        let k = keys.len();
+        let [b, t, d] = keys[0].dims();
+        let (h, dh) = (self.heads, d / self.heads);
+        let score = |query: Tensor<4>| {
+            let per_source: Vec<Tensor<4>> = keys
+                .iter()
+                .map(|key| (key.clone().reshape([b, t, h, dh]) * query.clone()).sum_dim(3)) // [B, T, H, 1]
+                .collect();
+            Tensor::cat(per_source, 3) // [B, T, H, K]
         };
-        let per_head = |keys: Tensor<4>, query: Tensor<5>| {
-            (keys.reshape([k, b, t, h, d / h]) * query) // [K, B, T, H, d/H]
-                .sum_dim(4)
-                .reshape([k, b, t, h])
-        };
+        let gain = |norm: &Option<RmsNorm>| norm.as_ref().map(|n| n.gain.val());
         match &self.scorer {
             Scorer::PseudoQuery(s) => {
-                let query = s.query.val().reshape([1, 1, 1, h, d / h]);
-                per_head(keys(&s.key_norm), query)
+                let query = match gain(&s.key_norm) {
+                    Some(g) => s.query.val() * g,
+                    None => s.query.val(),
+                };
+                score(query.reshape([1, 1, h, dh]))
             }
             Scorer::InputQuery(s) => {
                 let query = s
                     .query_norm
                     .forward(last.clone())
-                    .matmul(s.proj.val().unsqueeze()) // [B, T, d]
-                    .reshape([1, b, t, h, d / h]);
-                per_head(keys(&s.key_norm), query)
+                    .matmul(s.proj.val().unsqueeze()); // [B, T, d]
+                let query = match gain(&s.key_norm) {
+                    Some(g) => query * g.unsqueeze::<3>(),
+                    None => query,
+                };
+                score(query.reshape([b, t, h, dh]))
             }
-            Scorer::StaticLogits(s) => s.logits.val().reshape([k, 1, 1, 1]).expand([k, b, t, h]),
+            Scorer::StaticLogits(s) => s.logits.val().reshape([1, 1, 1, k]).expand([b, t, h, k]),
         }
     }
 }
@@ -158,15 +180,26 @@ impl AttnRes {
         layers: &dyn Sublayers,
         mut trace: Option<&mut Trace>,
     ) -> Tensor<3> {
-        let mut completed = vec![e]; // [b_0 = e, b_1, ...]
+        let key_norm = self.mixes[0].uses_key_norm();
+        let key = |v: &Tensor<3>| {
+            if key_norm {
+                rms_normalize(v.clone())
+            } else {
+                v.clone()
+            }
+        };
+        // [b_0 = e, b_1, ...] and their keys, each normalised once.
+        let mut completed = vec![(e.clone(), key(&e))];
         let mut partial: Option<Tensor<3>> = None;
         for l in 0..self.n_layers() {
             if l % self.block_size == 0
                 && let Some(p) = partial.take()
             {
-                completed.push(p);
+                let k = key(&p);
+                completed.push((p, k));
             }
-            let (x, alpha) = self.mix(l, &completed, partial.as_ref());
+            let current = partial.as_ref().map(|p| (p.clone(), key(p)));
+            let (x, alpha) = self.mix(l, &completed, current);
             let y = layers.apply(l, x.clone());
             if let Some(t) = trace.as_deref_mut() {
                 t.layer(&x, &y);
@@ -177,7 +210,10 @@ impl AttnRes {
                 None => y,
             });
         }
-        completed.extend(partial);
+        if let Some(p) = partial {
+            let k = key(&p);
+            completed.push((p, k));
+        }
         let (out, alpha) = self.mix(self.n_layers(), &completed, None);
         if let Some(t) = trace {
             t.depth(mean_weights(alpha));
@@ -185,27 +221,29 @@ impl AttnRes {
         out
     }
 
-    /// Mixing step `l` over the completed blocks and the partial sum, windowed if asked.
+    /// Mixing step `l` over the completed blocks and the partial sum (each with its key),
+    /// windowed if asked.
     fn mix(
         &self,
         l: usize,
-        completed: &[Tensor<3>],
-        partial: Option<&Tensor<3>>,
+        completed: &[(Tensor<3>, Tensor<3>)],
+        partial: Option<(Tensor<3>, Tensor<3>)>,
     ) -> (Tensor<3>, Tensor<4>) {
-        let mut sources: Vec<Tensor<3>> = completed.to_vec();
-        sources.extend(partial.cloned());
+        let mut sources: Vec<(Tensor<3>, Tensor<3>)> = completed.to_vec();
+        sources.extend(partial);
         if let Some(w) = self.window {
             let others = sources.len() - 1;
             if others > w {
                 sources.drain(1..1 + others - w);
             }
         }
-        self.mixes[l].forward(&sources)
+        let (values, keys): (Vec<_>, Vec<_>) = sources.into_iter().unzip();
+        self.mixes[l].forward(&values, &keys)
     }
 }
 
-/// `alpha` `[K, B, T, H]` averaged over tokens and heads: `[K]`.
+/// `alpha` `[B, T, H, K]` averaged over tokens and heads: `[K]`.
 fn mean_weights(alpha: Tensor<4>) -> Tensor<1> {
-    let k = alpha.dims()[0];
-    alpha.mean_dims(&[1, 2, 3]).reshape([k])
+    let k = alpha.dims()[3];
+    alpha.mean_dims(&[0, 1, 2]).reshape([k])
 }

@@ -72,7 +72,17 @@ impl AttnRes {
             }
             completed.extend(partial);
         }
-        self.mixes[n_layers].forward(&completed).0
+        let keys: Vec<Tensor<3>> = completed
+            .iter()
+            .map(|v| {
+                if self.mixes[n_layers].uses_key_norm() {
+                    rms_normalize(v.clone())
+                } else {
+                    v.clone()
+                }
+            })
+            .collect();
+        self.mixes[n_layers].forward(&completed, &keys).0
     }
 
     /// Scores the queries of `block` against `completed` in one batched matmul.
