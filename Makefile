@@ -10,27 +10,41 @@ export LIBTORCH CARGO_TARGET_DIR
 
 CARGO = cargo
 BIN   = $(CARGO_TARGET_DIR)/release/attnres
+# Sweeps whose reports are committed under reports/ (see README, "Reference results").
+REPORTED = quick scaling block_size ablations
 
-.PHONY: setup build test lint quick clean
+.PHONY: setup build test lint data quick report clean
 
 setup: $(LIBTORCH)/.complete
+	scripts/setup-chromium.sh
 
 $(LIBTORCH)/.complete:
 	scripts/setup-libtorch.sh $(LIBTORCH)
 
-build: setup
+build: $(LIBTORCH)/.complete
 	$(CARGO) build --release --locked --features $(FEATURES)
 
 test: setup
 	$(CARGO) test --release --locked --features $(FEATURES)
 
-lint: setup
+lint: $(LIBTORCH)/.complete
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --locked --features $(FEATURES) --all-targets -- -D warnings
 
-# The main job. Until the sweep runner lands this prints the model table of the quick sizes.
-quick: build
-	$(BIN) model --d-model 256 --n-blocks 8 --residual baseline,full,block:4
+# The built-in corpus, fetched once into $(CACHE) (the only download outside set-up).
+data: build
+	$(BIN) data fetch shakespeare
+
+# The main job: the quick sweep on CPU, then its report (reports/quick/report.html).
+quick: data
+	$(BIN) run sweeps/quick.yaml
+	$(BIN) report sweeps/quick.yaml
+
+# Rebuild every committed report from the committed results; trains nothing.
+report: build
+	for s in $(REPORTED); do \
+	  if [ -d results/$$s ]; then $(BIN) report sweeps/$$s.yaml || exit 1; fi; \
+	done
 
 clean:
 	$(CARGO) clean

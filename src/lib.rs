@@ -3,10 +3,14 @@
 //! The flow is one way: `spec` -> `runner` -> `train` -> results folder -> `analysis` ->
 //! `plot` -> `report`. This crate holds the library; `main.rs` is the command line.
 
+pub mod analysis;
 pub mod backend;
 pub mod cli;
 pub mod data;
 pub mod model;
+pub mod plot;
+pub mod report;
+pub mod runner;
 pub mod spec;
 pub mod store;
 pub mod train;

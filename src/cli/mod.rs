@@ -1,8 +1,10 @@
 //! Command-line interface: clap derive types and the dispatch to each subcommand.
 
+mod analyze;
 mod bench;
 mod data;
 mod model;
+mod sweep;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +30,18 @@ pub struct Cli {
 pub enum Command {
     /// Print parameters, FLOPs per token, depth sources and their memory for model settings.
     Model(model::ModelArgs),
+    /// Print every run of a sweep (id, variant, size, params, tokens, FLOPs, time, status).
+    Plan(sweep::SweepArgs),
+    /// Train every run of a sweep that is not done (resumes partial runs, skips done ones).
+    Run(sweep::RunArgs),
+    /// Show done / partial / failed / pending runs of a sweep, with their last loss.
+    Status(sweep::SweepArgs),
+    /// Fit scaling laws and compute multipliers (with bootstrap intervals) and write fits.json.
+    Fit(analyze::FitCmd),
+    /// Write reports/NAME/report.md and a self-contained report.html from the results.
+    Report(analyze::ReportCmd),
+    /// Print the multipliers and losses of several sweeps side by side.
+    Compare(analyze::CompareCmd),
     /// Train one run from a RunSpec YAML file into a run folder (resumes a partial one).
     Train(train::TrainArgs),
     /// Write a run's final weights as safetensors.
@@ -43,6 +57,12 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Model(args) => model::run(args),
+        Command::Plan(args) => sweep::run_plan(args),
+        Command::Run(args) => sweep::run_run(args),
+        Command::Status(args) => sweep::run_status(args),
+        Command::Fit(args) => analyze::run_fit(args),
+        Command::Report(args) => analyze::run_report(args),
+        Command::Compare(args) => analyze::run_compare(args),
         Command::Train(args) => train::run_train(args),
         Command::Export(args) => train::run_export(args),
         Command::Score(args) => train::run_score(args),
@@ -71,4 +91,17 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     } else {
         1
     }
+}
+
+/// `1234567` -> `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use super::InputError;
+use super::{InputError, thousands};
 use crate::model::config::{ModelConfig, ResidualConfig};
 use crate::model::flops::{PFLOPS_DAY, flops_per_token, param_counts, source_bytes_per_token};
 use crate::model::sources::{depth_source_counts, peak_stream_vectors};
@@ -248,19 +248,6 @@ pub fn render_table(configs: &[ModelConfig]) -> String {
             c.residual.label(),
             counts.join(" ")
         ));
-    }
-    out
-}
-
-/// `1234567` -> `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
     }
     out
 }

@@ -77,6 +77,30 @@ pub struct Dataset {
     pub tokenizer: Tokenizer,
 }
 
+/// Checks that the corpus of `config` is there, without reading it: a sweep calls this
+/// before training anything.
+pub fn check_available(config: &DataConfig) -> Result<(), DataError> {
+    match &config.corpus {
+        CorpusConfig::Shakespeare => shakespeare::load(&cache::cache_dir()).map(|_| ()),
+        CorpusConfig::Text { paths } => corpus::expand(paths, "data.corpus.text.paths").map(|_| ()),
+        CorpusConfig::Parquet { paths, .. } => {
+            corpus::expand(paths, "data.corpus.parquet.paths").map(|_| ())
+        }
+        CorpusConfig::Tokens { train, val, .. } => {
+            for (key, path) in [("train", train), ("val", val)] {
+                if !path.is_file() {
+                    return Err(DataError::Missing(format!(
+                        "data.corpus.tokens.{key}: {} is not a readable file",
+                        path.display()
+                    )));
+                }
+            }
+            Ok(())
+        }
+        CorpusConfig::Synthetic(_) => Ok(()),
+    }
+}
+
 /// Loads and tokenizes the corpus of `config` for sequences of `context` tokens.
 pub fn load(config: &DataConfig, context: usize, seed: u64) -> Result<Dataset, DataError> {
     let cache = cache::cache_dir();

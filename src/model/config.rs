@@ -49,30 +49,42 @@ pub enum Variant {
     Denseformer,
 }
 
-/// The flat YAML/JSON form of [`ResidualConfig`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The flat YAML/JSON form of [`ResidualConfig`]; a sweep may leave `block_size` to its
+/// top-level `block_size` list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResidualWire {
-    variant: Variant,
+    pub variant: Variant,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    block_size: Option<usize>,
+    pub block_size: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    key_norm: Option<bool>,
+    pub key_norm: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    normalize: Option<Normalize>,
+    pub normalize: Option<Normalize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    query: Option<QueryKind>,
+    pub query: Option<QueryKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    mixing: Option<Mixing>,
+    pub mixing: Option<Mixing>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    window: Option<usize>,
+    pub window: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    heads: Option<usize>,
+    pub heads: Option<usize>,
 }
+
+/// A residual as written by a user: a bare variant name or the map form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResidualEntry(pub ResidualWire);
 
 /// Accepts a bare variant name (`residual: full`) or the map form
 /// (`residual: {variant: block, block_size: 4}`).
 impl<'de> Deserialize<'de> for ResidualConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let ResidualEntry(wire) = ResidualEntry::deserialize(deserializer)?;
+        ResidualConfig::try_from(wire).map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for ResidualEntry {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::{self, IntoDeserializer, MapAccess, Visitor};
         struct WireVisitor;
@@ -90,13 +102,12 @@ impl<'de> Deserialize<'de> for ResidualConfig {
                 ResidualWire::deserialize(de::value::MapAccessDeserializer::new(map))
             }
         }
-        let wire = deserializer.deserialize_any(WireVisitor)?;
-        ResidualConfig::try_from(wire).map_err(de::Error::custom)
+        deserializer.deserialize_any(WireVisitor).map(ResidualEntry)
     }
 }
 
 impl ResidualWire {
-    fn named(variant: Variant) -> Self {
+    pub fn named(variant: Variant) -> Self {
         Self {
             variant,
             block_size: None,

@@ -1,6 +1,7 @@
 //! The run store: the layout of a run folder, its status, metrics files and atomic writes.
 //! Knows nothing of burn; checkpoints are written by `train` into [`RunDir::checkpoint`].
 
+pub mod lock;
 pub mod metrics;
 pub mod status;
 

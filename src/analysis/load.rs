@@ -1,0 +1,170 @@
+//! Loading the runs of one or more sweeps from the results folder into polars frames.
+
+use std::path::Path;
+
+use anyhow::Context;
+use polars::prelude::*;
+
+use crate::model::config::ResidualConfig;
+use crate::model::flops::PFLOPS_DAY;
+use crate::spec::{PlannedRun, Sweep};
+use crate::store::metrics::{read_depth, read_layers, read_steps};
+use crate::store::{RunDir, Status, read_json};
+use crate::train::Summary;
+
+/// One finished run: where it came from and what it found.
+#[derive(Debug, Clone)]
+pub struct LoadedRun {
+    pub sweep: String,
+    pub planned: PlannedRun,
+    pub dir: RunDir,
+    pub summary: Summary,
+}
+
+impl LoadedRun {
+    /// `baseline`, `full`, `block`, `denseformer` (ablations keep their family's name).
+    pub fn variant(&self) -> &'static str {
+        match &self.planned.spec.model.residual {
+            ResidualConfig::Baseline => "baseline",
+            ResidualConfig::Denseformer => "denseformer",
+            ResidualConfig::AttnRes(c) if c.block_size == 1 => "full",
+            ResidualConfig::AttnRes(_) => "block",
+        }
+    }
+
+    /// Training compute in PFLOP/s-days, by the exact count or by 6ND.
+    pub fn compute(&self, six_nd: bool) -> f64 {
+        (if six_nd {
+            self.summary.flops_6nd
+        } else {
+            self.summary.flops_exact
+        }) / PFLOPS_DAY
+    }
+}
+
+/// Every finished run of `sweeps` (planned runs not yet done are skipped).
+pub fn load_runs(sweeps: &[Sweep], results_root: &Path) -> anyhow::Result<Vec<LoadedRun>> {
+    let mut out = Vec::new();
+    for sweep in sweeps {
+        let root = sweep.results_dir(results_root);
+        for planned in &sweep.runs {
+            let dir = RunDir::new(root.join(&planned.id));
+            if !matches!(dir.read_status()?, Some(Status::Done { .. })) {
+                continue;
+            }
+            let summary: Summary =
+                read_json(&dir.summary()).with_context(|| format!("run {}", planned.id))?;
+            out.push(LoadedRun {
+                sweep: sweep.file.name.clone(),
+                planned: planned.clone(),
+                dir,
+                summary,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// One row per run: its axes, size, cost and final losses.
+pub fn runs_frame(runs: &[LoadedRun]) -> PolarsResult<DataFrame> {
+    let col_str = |f: &dyn Fn(&LoadedRun) -> String| runs.iter().map(f).collect::<Vec<_>>();
+    let col_f64 = |f: &dyn Fn(&LoadedRun) -> f64| runs.iter().map(f).collect::<Vec<_>>();
+    df!(
+        "sweep" => col_str(&|r| r.sweep.clone()),
+        "id" => col_str(&|r| r.planned.id.clone()),
+        "size" => col_str(&|r| r.planned.size.clone()),
+        "arm" => col_str(&|r| r.planned.arm.clone()),
+        "variant" => col_str(&|r| r.variant().to_string()),
+        "block_size" => runs.iter().map(|r| r.planned.block_size.map(|s| s as u32)).collect::<Vec<_>>(),
+        "seed" => runs.iter().map(|r| r.planned.seed).collect::<Vec<_>>(),
+        "d_model" => runs.iter().map(|r| r.planned.spec.model.d_model as u32).collect::<Vec<_>>(),
+        "n_blocks" => runs.iter().map(|r| r.planned.spec.model.n_blocks as u32).collect::<Vec<_>>(),
+        "params" => runs.iter().map(|r| r.summary.params.non_embedding).collect::<Vec<_>>(),
+        "tokens" => runs.iter().map(|r| r.summary.tokens).collect::<Vec<_>>(),
+        "flops_exact" => col_f64(&|r| r.summary.flops_exact),
+        "flops_6nd" => col_f64(&|r| r.summary.flops_6nd),
+        "loss_val" => col_f64(&|r| f64::from(r.summary.loss_val)),
+        "loss_train" => col_f64(&|r| f64::from(r.summary.loss_train_tail)),
+        "acc_val" => runs.iter().map(|r| r.summary.acc_val.map(f64::from)).collect::<Vec<_>>(),
+        "bpb_val" => runs.iter().map(|r| r.summary.bpb_val.map(f64::from)).collect::<Vec<_>>(),
+        "wall_s" => col_f64(&|r| r.summary.wall_s),
+    )
+}
+
+/// Every logged step of every run, with its run id.
+pub fn steps_frame(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
+    let (mut id, mut step, mut tokens, mut train, mut val) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for r in runs {
+        for row in read_steps(&r.dir.steps())? {
+            id.push(r.planned.id.clone());
+            step.push(row.step);
+            tokens.push(row.tokens);
+            train.push(f64::from(row.loss_train));
+            val.push(row.loss_val.map(f64::from));
+        }
+    }
+    Ok(
+        df!("id" => id, "step" => step, "tokens" => tokens, "loss_train" => train, "loss_val" => val)?,
+    )
+}
+
+/// The probes (in_rms, out_rms, grad_norm per sublayer) of every run at every eval.
+pub fn layers_frame(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
+    let (mut id, mut step, mut layer, mut kind, mut metric, mut value) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for r in runs {
+        for row in read_layers(&r.dir.layers(), None)? {
+            id.push(r.planned.id.clone());
+            step.push(row.step);
+            layer.push(row.layer);
+            kind.push(row.kind);
+            metric.push(row.metric);
+            value.push(f64::from(row.value));
+        }
+    }
+    Ok(
+        df!("id" => id, "step" => step, "layer" => layer, "kind" => kind, "metric" => metric, "value" => value)?,
+    )
+}
+
+/// Depth-attention weights of every run at every eval.
+pub fn depth_frame(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
+    let (mut id, mut step, mut layer, mut source, mut weight) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for r in runs {
+        for row in read_depth(&r.dir.depth_attn(), None)? {
+            id.push(r.planned.id.clone());
+            step.push(row.step);
+            layer.push(row.layer);
+            source.push(row.source);
+            weight.push(f64::from(row.weight));
+        }
+    }
+    Ok(df!("id" => id, "step" => step, "layer" => layer, "source" => source, "weight" => weight)?)
+}
+
+/// Mean and spread of the final validation loss over seeds, per (arm, size): the points of
+/// the scaling plot and the block-size and depth/width views.
+pub fn seed_means(runs: &DataFrame, compute_col: &str) -> PolarsResult<DataFrame> {
+    runs.clone()
+        .lazy()
+        .group_by_stable([
+            col("arm"),
+            col("variant"),
+            col("size"),
+            col("block_size"),
+            col("d_model"),
+            col("n_blocks"),
+        ])
+        .agg([
+            col(compute_col).mean().alias("compute"),
+            col("params").first().alias("params"),
+            col("loss_val").mean().alias("loss_mean"),
+            col("loss_val").min().alias("loss_min"),
+            col("loss_val").max().alias("loss_max"),
+            col("loss_val").std(1).alias("loss_std"),
+            col("seed").count().alias("seeds"),
+        ])
+        .collect()
+}

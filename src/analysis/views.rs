@@ -1,0 +1,350 @@
+//! What each figure and table needs, computed from the loaded runs and their frames.
+
+use polars::prelude::*;
+
+use super::load::{LoadedRun, depth_frame, layers_frame, runs_frame, seed_means};
+use super::multiplier::{FitReport, RunPoint};
+use crate::plot::block::Interval;
+use crate::plot::curves::RunCurve;
+use crate::plot::heatmap::Grid;
+use crate::plot::layers::Profile;
+use crate::plot::scaling::ArmSeries;
+use crate::store::metrics::read_steps;
+
+/// The fit's inputs: one point per run, compute in PFLOP/s-days.
+pub fn fit_points(runs: &[LoadedRun], six_nd: bool) -> Vec<RunPoint> {
+    runs.iter()
+        .filter(|r| r.summary.loss_val.is_finite())
+        .map(|r| RunPoint {
+            arm: r.planned.arm.clone(),
+            size: r.planned.size.clone(),
+            seed: r.planned.seed,
+            compute: r.compute(six_nd),
+            loss: f64::from(r.summary.loss_val),
+        })
+        .collect()
+}
+
+/// Arms in sweep order (first appearance).
+pub fn arms(runs: &[LoadedRun]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in runs {
+        if !out.contains(&r.planned.arm) {
+            out.push(r.planned.arm.clone());
+        }
+    }
+    out
+}
+
+fn strs(df: &DataFrame, name: &str) -> PolarsResult<Vec<String>> {
+    Ok(df
+        .column(name)?
+        .str()?
+        .iter()
+        .map(|s| s.unwrap_or_default().to_string())
+        .collect())
+}
+
+fn floats(df: &DataFrame, name: &str) -> PolarsResult<Vec<f64>> {
+    let c = df.column(name)?.cast(&DataType::Float64)?;
+    Ok(c.f64()?.iter().map(|v| v.unwrap_or(f64::NAN)).collect())
+}
+
+/// Seed means (and min/max) per arm and size, with each arm's fitted law when there is one.
+pub fn scaling_series(
+    runs: &[LoadedRun],
+    fits: Option<&FitReport>,
+    six_nd: bool,
+) -> anyhow::Result<Vec<ArmSeries>> {
+    let means = seed_means(
+        &runs_frame(runs)?,
+        if six_nd { "flops_6nd" } else { "flops_exact" },
+    )?;
+    let (arm, compute) = (strs(&means, "arm")?, floats(&means, "compute")?);
+    let (mean, lo, hi) = (
+        floats(&means, "loss_mean")?,
+        floats(&means, "loss_min")?,
+        floats(&means, "loss_max")?,
+    );
+    Ok(arms(runs)
+        .into_iter()
+        .map(|a| ArmSeries {
+            points: (0..arm.len())
+                .filter(|&i| arm[i] == a)
+                .map(|i| {
+                    (
+                        compute[i] / crate::model::flops::PFLOPS_DAY,
+                        mean[i],
+                        lo[i],
+                        hi[i],
+                    )
+                })
+                .collect(),
+            law: fits
+                .and_then(|f| f.arms.iter().find(|x| x.arm == a))
+                .map(|x| x.law),
+            arm: a,
+        })
+        .collect())
+}
+
+/// Train and validation curves of every run.
+pub fn run_curves(runs: &[LoadedRun]) -> anyhow::Result<Vec<RunCurve>> {
+    runs.iter()
+        .map(|r| {
+            let rows = read_steps(&r.dir.steps())?;
+            Ok(RunCurve {
+                size: r.planned.size.clone(),
+                arm: r.planned.arm.clone(),
+                seed: r.planned.seed,
+                train: rows
+                    .iter()
+                    .map(|s| (s.tokens as f64, f64::from(s.loss_train)))
+                    .collect(),
+                val: rows
+                    .iter()
+                    .filter_map(|s| s.loss_val.map(|v| (s.tokens as f64, f64::from(v))))
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// The size with the most parameters among `runs`.
+pub fn largest_size(runs: &[LoadedRun]) -> Option<String> {
+    runs.iter()
+        .max_by_key(|r| r.summary.params.non_embedding)
+        .map(|r| r.planned.size.clone())
+}
+
+/// Fig. 5: per-sublayer probes at each run's final eval, averaged over seeds, per arm, at
+/// the largest size.
+pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile>)> {
+    let Some(size) = largest_size(runs) else {
+        return Ok((String::new(), Vec::new()));
+    };
+    let at_size: Vec<LoadedRun> = runs
+        .iter()
+        .filter(|r| r.planned.size == size)
+        .cloned()
+        .collect();
+    let layers = layers_frame(&at_size)?;
+    let arm_of = df!(
+        "id" => at_size.iter().map(|r| r.planned.id.clone()).collect::<Vec<_>>(),
+        "arm" => at_size.iter().map(|r| r.planned.arm.clone()).collect::<Vec<_>>(),
+    )?;
+    let last = layers
+        .clone()
+        .lazy()
+        .filter(col("step").eq(col("step").max().over([col("id")])?))
+        .join(
+            arm_of.lazy(),
+            [col("id")],
+            [col("id")],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .group_by_stable([col("arm"), col("metric"), col("layer")])
+        .agg([col("value").mean()])
+        .sort(["arm", "metric", "layer"], Default::default())
+        .collect()?;
+    let (arm, metric, value) = (
+        strs(&last, "arm")?,
+        strs(&last, "metric")?,
+        floats(&last, "value")?,
+    );
+    let pick = |a: &str, m: &str| -> Vec<f64> {
+        (0..arm.len())
+            .filter(|&i| arm[i] == a && metric[i] == m)
+            .map(|i| value[i])
+            .collect()
+    };
+    let profiles = arms(&at_size)
+        .into_iter()
+        .map(|a| Profile {
+            in_rms: pick(&a, "in_rms"),
+            out_rms: pick(&a, "out_rms"),
+            grad_norm: pick(&a, "grad_norm"),
+            arm: a,
+        })
+        .collect();
+    Ok((size, profiles))
+}
+
+fn interval(values: &[f64]) -> Interval {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = if values.len() > 1 {
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    let half = 1.96 * sd / n.sqrt();
+    Interval {
+        mean,
+        lo: mean - half,
+        hi: mean + half,
+    }
+}
+
+/// Fig. 6: loss against S at the largest size that has block runs, with baseline and Full.
+pub struct BlockView {
+    pub size: String,
+    pub points: Vec<(usize, Interval)>,
+    pub baseline: Option<Interval>,
+    pub full: Option<Interval>,
+}
+
+pub fn block_view(runs: &[LoadedRun]) -> Option<BlockView> {
+    let block_runs: Vec<&LoadedRun> = runs.iter().filter(|r| r.variant() == "block").collect();
+    let size = block_runs
+        .iter()
+        .max_by_key(|r| r.summary.params.non_embedding)?
+        .planned
+        .size
+        .clone();
+    let losses = |f: &dyn Fn(&LoadedRun) -> bool| -> Vec<f64> {
+        runs.iter()
+            .filter(|r| r.planned.size == size && f(r))
+            .map(|r| f64::from(r.summary.loss_val))
+            .collect()
+    };
+    let mut sizes: Vec<usize> = block_runs
+        .iter()
+        .filter(|r| r.planned.size == size)
+        .filter_map(|r| r.planned.block_size)
+        .collect();
+    sizes.sort();
+    sizes.dedup();
+    if sizes.len() < 2 {
+        return None;
+    }
+    let points = sizes
+        .iter()
+        .map(|&s| {
+            (
+                s,
+                interval(&losses(&|r| {
+                    r.variant() == "block" && r.planned.block_size == Some(s) && is_plain(r)
+                })),
+            )
+        })
+        .collect();
+    let opt = |v: Vec<f64>| (!v.is_empty()).then(|| interval(&v));
+    Some(BlockView {
+        baseline: opt(losses(&|r| r.variant() == "baseline")),
+        full: opt(losses(&|r| r.variant() == "full" && is_plain(r))),
+        points,
+        size,
+    })
+}
+
+/// The method itself, not an ablation.
+fn is_plain(r: &LoadedRun) -> bool {
+    !r.planned.arm.contains(' ')
+        || r.planned.arm.starts_with("block S=") && r.planned.arm.matches(' ').count() == 1
+}
+
+/// Fig. 7: per arm, mean loss over seeds on the (n_blocks, d_model) grid; the best shape
+/// is marked. Returns nothing unless there are at least two shapes.
+pub fn depth_width_grids(runs: &[LoadedRun]) -> anyhow::Result<Vec<(Grid, String, f64)>> {
+    let means = seed_means(&runs_frame(runs)?, "flops_exact")?;
+    let (arm, d, n, loss) = (
+        strs(&means, "arm")?,
+        floats(&means, "d_model")?,
+        floats(&means, "n_blocks")?,
+        floats(&means, "loss_mean")?,
+    );
+    let mut widths: Vec<u64> = d.iter().map(|&x| x as u64).collect();
+    widths.sort();
+    widths.dedup();
+    let mut depths: Vec<u64> = n.iter().map(|&x| x as u64).collect();
+    depths.sort();
+    depths.dedup();
+    if widths.len() < 2 || depths.len() < 2 {
+        return Ok(Vec::new());
+    }
+    Ok(arms(runs)
+        .into_iter()
+        .map(|a| {
+            let mut cells = vec![vec![None; widths.len()]; depths.len()];
+            let mut best: Option<(usize, usize, f64)> = None;
+            for i in (0..arm.len()).filter(|&i| arm[i] == a) {
+                let r = depths.iter().position(|&x| x == n[i] as u64).unwrap_or(0);
+                let c = widths.iter().position(|&x| x == d[i] as u64).unwrap_or(0);
+                cells[r][c] = Some(loss[i]);
+                if best.is_none_or(|b| loss[i] < b.2) {
+                    best = Some((r, c, loss[i]));
+                }
+            }
+            let (br, bc, bl) = best.unwrap_or((0, 0, f64::NAN));
+            let shape = format!("d_model {} x {} blocks", widths[bc], depths[br]);
+            (
+                Grid {
+                    title: a.clone(),
+                    rows: depths.iter().map(u64::to_string).collect(),
+                    cols: widths.iter().map(u64::to_string).collect(),
+                    cells,
+                    mark: best.map(|(r, c, _)| (r, c)),
+                },
+                shape,
+                bl,
+            )
+        })
+        .collect())
+}
+
+/// Fig. 8: depth-attention weights at the final eval of the first seed, largest size, per
+/// AttnRes arm.
+pub fn depth_attention_grids(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Grid>)> {
+    let attn: Vec<LoadedRun> = runs
+        .iter()
+        .filter(|r| matches!(r.variant(), "full" | "block"))
+        .cloned()
+        .collect();
+    let Some(size) = largest_size(&attn) else {
+        return Ok((String::new(), Vec::new()));
+    };
+    let mut grids = Vec::new();
+    for a in arms(&attn) {
+        let Some(run) = attn
+            .iter()
+            .filter(|r| r.planned.size == size && r.planned.arm == a)
+            .min_by_key(|r| r.planned.seed)
+        else {
+            continue;
+        };
+        let depth = depth_frame(std::slice::from_ref(run))?;
+        let last = depth
+            .clone()
+            .lazy()
+            .filter(col("step").eq(col("step").max()))
+            .collect()?;
+        let (layer, source, weight) = (
+            floats(&last, "layer")?,
+            floats(&last, "source")?,
+            floats(&last, "weight")?,
+        );
+        let rows = layer.iter().fold(0.0f64, |m, &x| m.max(x)) as usize + 1;
+        let cols = source.iter().fold(0.0f64, |m, &x| m.max(x)) as usize + 1;
+        let mut cells = vec![vec![None; cols]; rows];
+        for i in 0..layer.len() {
+            cells[layer[i] as usize][source[i] as usize] = Some(weight[i]);
+        }
+        grids.push(Grid {
+            title: format!("{a} (seed {})", run.planned.seed),
+            rows: (0..rows)
+                .map(|l| {
+                    if l + 1 == rows {
+                        "out".into()
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect(),
+            cols: (0..cols).map(|s| s.to_string()).collect(),
+            cells,
+            mark: None,
+        });
+    }
+    Ok((size, grids))
+}

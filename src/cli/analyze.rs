@@ -1,0 +1,357 @@
+//! `attnres fit`, `attnres report` and `attnres compare`: conclusions from the results
+//! folder, without training anything.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::InputError;
+use crate::analysis::fit::EMode;
+use crate::analysis::multiplier::{FitOptions, FitReport, RunPoint, analyse};
+use crate::report::sections::fit_rows;
+use crate::report::{AnalysisOptions, analyse_sweeps, write_report};
+use crate::spec::Sweep;
+
+#[derive(Debug, Clone, Args)]
+pub struct FitArgs {
+    /// How the irreducible loss E is fitted.
+    #[arg(long, value_enum, default_value = "shared")]
+    pub e: EMode,
+    /// Bootstrap resamples for the intervals (at least 1000 for reported numbers).
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    /// Seed of the bootstrap: the same seed gives the same intervals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Fit against 6ND instead of the exact FLOP count.
+    #[arg(long)]
+    pub six_nd: bool,
+    /// The reference arm.
+    #[arg(long, default_value = "baseline")]
+    pub baseline: String,
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+}
+
+impl FitArgs {
+    fn options(&self) -> AnalysisOptions {
+        AnalysisOptions {
+            results_root: self.results.clone(),
+            e_mode: self.e,
+            resamples: self.resamples,
+            seed: self.seed,
+            six_nd: self.six_nd,
+            baseline: self.baseline.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct FitCmd {
+    /// Sweep files whose runs are fitted together.
+    pub sweeps: Vec<PathBuf>,
+    /// Fit external points instead: a CSV with columns arm, compute, loss[, seed].
+    #[arg(long)]
+    pub points: Option<PathBuf>,
+    /// Where to write fits.json (default reports/NAME/fits.json).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub fit: FitArgs,
+}
+
+fn load_sweeps(paths: &[PathBuf]) -> anyhow::Result<Vec<Sweep>> {
+    paths
+        .iter()
+        .map(|p| Sweep::load(p).map_err(|e| InputError(e.to_string()).into()))
+        .collect()
+}
+
+pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
+    let (report, name) = match &cmd.points {
+        Some(csv) => {
+            if !cmd.sweeps.is_empty() {
+                anyhow::bail!(InputError(
+                    "give either sweep files or --points, not both".into()
+                ));
+            }
+            let points = read_points(csv)?;
+            let opts = FitOptions {
+                baseline: cmd.fit.baseline.clone(),
+                e_mode: cmd.fit.e,
+                resamples: cmd.fit.resamples,
+                seed: cmd.fit.seed,
+                curve_points: 24,
+            };
+            let report = analyse(&points, &opts)
+                .map_err(|e| InputError(format!("{}: {e}", csv.display())))?;
+            let stem = csv
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "points".into());
+            (report, stem)
+        }
+        None => {
+            if cmd.sweeps.is_empty() {
+                anyhow::bail!(InputError(
+                    "give one or more sweep files, or --points FILE.csv".into()
+                ));
+            }
+            let sweeps = load_sweeps(&cmd.sweeps)?;
+            let analysis = analyse_sweeps(&sweeps, &cmd.fit.options())?;
+            let names: Vec<&str> = sweeps.iter().map(|s| s.file.name.as_str()).collect();
+            let report = analysis
+                .fits
+                .map_err(|e| InputError(format!("{}: {e}", names.join(", "))))?;
+            (report, names.join("+"))
+        }
+    };
+    print_fit(&report);
+    let out = cmd
+        .out
+        .unwrap_or_else(|| PathBuf::from("reports").join(&name).join("fits.json"));
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::store::write_json(&out, &report)?;
+    println!("\nwrote {}", out.display());
+    Ok(())
+}
+
+fn print_fit(r: &FitReport) {
+    println!(
+        "fit: L = E + A C^-alpha, C in {}, E {:?}; multipliers vs {} at C = {:.3e}, 95% interval from {} resamples (seed {}, {} failed)\n",
+        r.compute_unit,
+        r.e_mode,
+        r.baseline,
+        r.largest_compute,
+        r.resamples,
+        r.seed,
+        r.failed_resamples
+    );
+    let header = [
+        "arm",
+        "A",
+        "alpha",
+        "E",
+        "multiplier",
+        "interval",
+        "points",
+        "seeds",
+    ];
+    let rows = fit_rows(r);
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|row| row[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    println!("{}", line(header.iter().map(|s| s.to_string()).collect()));
+    for row in rows {
+        println!("{}", line(row));
+    }
+}
+
+/// `arm,compute,loss[,seed]` with a header; points of one arm at one compute are seeds.
+fn read_points(path: &std::path::Path) -> anyhow::Result<Vec<RunPoint>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError(format!("cannot read {}: {e}", path.display())))?;
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    let header: Vec<String> = lines
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_lowercase())
+        .collect();
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let (Some(ia), Some(ic), Some(il)) = (col("arm"), col("compute"), col("loss")) else {
+        anyhow::bail!(InputError(format!(
+            "{}: the header must name the columns arm, compute, loss (and optionally seed)",
+            path.display()
+        )));
+    };
+    let is = col("seed");
+    let mut points = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let bad = |what: &str| {
+            InputError(format!(
+                "{}: data line {}: {what}: `{line}`",
+                path.display(),
+                n + 1
+            ))
+        };
+        let num = |i: usize| {
+            f.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v > 0.0)
+        };
+        let compute = num(ic).ok_or_else(|| bad("compute must be a positive number"))?;
+        let loss = num(il).ok_or_else(|| bad("loss must be a positive number"))?;
+        let seed = match is {
+            Some(i) => f
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| bad("seed must be a whole number"))?,
+            None => 0,
+        };
+        points.push(RunPoint {
+            arm: f.get(ia).ok_or_else(|| bad("no arm"))?.to_string(),
+            size: String::new(),
+            seed,
+            compute,
+            loss,
+        });
+    }
+    // Pair seeds across arms by size rank: the k-th smallest compute of each arm is size k.
+    let arms: Vec<String> = {
+        let mut a: Vec<String> = points.iter().map(|p| p.arm.clone()).collect();
+        a.dedup();
+        a
+    };
+    for arm in arms {
+        let mut computes: Vec<f64> = points
+            .iter()
+            .filter(|p| p.arm == arm)
+            .map(|p| p.compute)
+            .collect();
+        computes.sort_by(f64::total_cmp);
+        computes.dedup();
+        for p in points.iter_mut().filter(|p| p.arm == arm) {
+            p.size = format!(
+                "s{}",
+                computes.iter().position(|&c| c == p.compute).unwrap_or(0)
+            );
+        }
+    }
+    Ok(points)
+}
+
+#[derive(Debug, Args)]
+pub struct ReportCmd {
+    pub sweep: PathBuf,
+    /// Where reports go: REPORTS/NAME/.
+    #[arg(long, default_value = "reports")]
+    pub reports: PathBuf,
+    #[command(flatten)]
+    pub fit: FitArgs,
+}
+
+pub fn run_report(cmd: ReportCmd) -> anyhow::Result<()> {
+    let sweep = Sweep::load(&cmd.sweep).map_err(|e| InputError(e.to_string()))?;
+    let started = std::time::Instant::now();
+    let written = write_report(&sweep, &cmd.fit.options(), &cmd.reports)?;
+    println!(
+        "report: {} runs of sweep {}",
+        written.analysis.runs.len(),
+        sweep.file.name
+    );
+    match &written.analysis.fits {
+        Ok(r) => print_fit(r),
+        Err(why) => println!("no scaling fit: {why}"),
+    }
+    println!("\nfigures:");
+    for f in &written.figures {
+        println!("  {} (+ .svg)", f.display());
+    }
+    println!(
+        "wrote {} and report.html in {:.1} s",
+        written.dir.join("report.md").display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct CompareCmd {
+    pub sweeps: Vec<PathBuf>,
+    #[command(flatten)]
+    pub fit: FitArgs,
+}
+
+/// Multipliers and largest-size losses of several sweeps, side by side.
+pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
+    let sweeps = load_sweeps(&cmd.sweeps)?;
+    if sweeps.is_empty() {
+        anyhow::bail!(InputError("give at least one sweep file".into()));
+    }
+    let opts = cmd.fit.options();
+    let mut columns = Vec::new();
+    let mut arms: Vec<String> = Vec::new();
+    for sweep in &sweeps {
+        let a = analyse_sweeps(std::slice::from_ref(sweep), &opts)?;
+        let largest = crate::analysis::views::largest_size(&a.runs);
+        for r in &a.runs {
+            if !arms.contains(&r.planned.arm) {
+                arms.push(r.planned.arm.clone());
+            }
+        }
+        columns.push((sweep.file.name.clone(), a, largest));
+    }
+    print!("{:<24}", "arm");
+    for (name, _, largest) in &columns {
+        print!(
+            "  {:>28}  {:>16}",
+            format!("{name}: multiplier [95%]"),
+            format!("loss @ {}", largest.clone().unwrap_or_default())
+        );
+    }
+    println!();
+    for arm in &arms {
+        print!("{arm:<24}");
+        for (_, a, largest) in &columns {
+            let m = match &a.fits {
+                Ok(r) => match r.arms.iter().find(|x| &x.arm == arm) {
+                    Some(x) => x
+                        .multiplier
+                        .map(|m| format!("{:.3} [{:.3}, {:.3}]", m.value, m.lo, m.hi))
+                        .unwrap_or_else(|| "reference".into()),
+                    None => "-".into(),
+                },
+                Err(_) => "no fit".into(),
+            };
+            let losses: Vec<f64> = a
+                .runs
+                .iter()
+                .filter(|r| &r.planned.arm == arm && Some(&r.planned.size) == largest.as_ref())
+                .map(|r| f64::from(r.summary.loss_val))
+                .collect();
+            let loss = if losses.is_empty() {
+                "-".into()
+            } else {
+                format!(
+                    "{:.4} (n={})",
+                    losses.iter().sum::<f64>() / losses.len() as f64,
+                    losses.len()
+                )
+            };
+            print!("  {m:>28}  {loss:>16}");
+        }
+        println!();
+    }
+    for (name, a, _) in &columns {
+        if let Err(why) = &a.fits {
+            println!("{name}: no scaling fit: {why}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! `attnres plan`, `attnres run` and `attnres status`: a whole study from one sweep file.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::train::DeviceArgs;
+use super::{InputError, thousands};
+use crate::model::flops::{PFLOPS_DAY, param_counts};
+use crate::runner::{Filter, RunOutcome, RunnerOptions, outcome_text, run_sweep, view};
+use crate::spec::Sweep;
+use crate::store::metrics::read_steps;
+use crate::store::{RunDir, RunState};
+use crate::train::Summary;
+
+/// Training speed assumed by `plan` before any run of the sweep has finished (tch, 2 CPU
+/// cores, small models); finished runs replace it with their measured speed.
+const ASSUMED_FLOPS_PER_S: f64 = 40e9;
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The sweep file (sweeps/NAME.yaml).
+    pub sweep: PathBuf,
+    /// Where run folders live: RESULTS/NAME/RUN_ID.
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+    /// Select runs: key=value (size, arm, variant, block_size, seed, id) or text; repeatable.
+    #[arg(long)]
+    pub filter: Vec<String>,
+}
+
+impl SweepArgs {
+    fn load(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
+        let sweep = Sweep::load(&self.sweep).map_err(|e| InputError(e.to_string()))?;
+        let filters = self
+            .filter
+            .iter()
+            .map(|f| {
+                f.parse::<Filter>()
+                    .map_err(|e| InputError(format!("--filter {f}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((sweep, filters))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// Runs trained in parallel.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Show what would be trained, and train nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Train again the runs whose last attempt failed.
+    #[arg(long)]
+    pub retry_failed: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+pub fn run_plan(args: SweepArgs) -> anyhow::Result<()> {
+    let (sweep, filters) = args.load()?;
+    let root = sweep.results_dir(&args.results);
+    let speed = measured_speed(&root).unwrap_or(ASSUMED_FLOPS_PER_S);
+    println!(
+        "sweep {} ({}): {} runs{}",
+        sweep.file.name,
+        sweep.path.display(),
+        sweep.runs.len(),
+        if sweep.merged_duplicates > 0 {
+            format!(", {} duplicate grid points merged", sweep.merged_duplicates)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(cost) = &sweep.file.cost {
+        println!("cost: {cost}");
+    }
+    println!(
+        "\n{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10} {:>9} {:<8}",
+        "id", "variant", "S", "size", "params", "tokens", "FLOPs", "est.", "status"
+    );
+    let (mut tokens, mut flops, mut seconds, mut n) = (0u64, 0f64, 0f64, 0);
+    for run in sweep
+        .runs
+        .iter()
+        .filter(|r| filters.iter().all(|f| f.matches(r)))
+    {
+        let spec = &run.spec;
+        let f = crate::model::flops::flops_exact(&spec.model, spec.total_tokens());
+        let state = view(&RunDir::new(root.join(&run.id)))?;
+        println!(
+            "{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10.3e} {:>9} {:<8}",
+            run.id,
+            run.arm,
+            run.block_size
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "-".into()),
+            format!("{} s{}", run.size, run.seed),
+            thousands(param_counts(&spec.model).non_embedding),
+            thousands(spec.total_tokens()),
+            f,
+            duration(f / speed),
+            if state.holder.is_some() {
+                "running"
+            } else {
+                state.state.name()
+            }
+        );
+        n += 1;
+        tokens += spec.total_tokens();
+        flops += f;
+        if state.state != RunState::Done {
+            seconds += f / speed;
+        }
+    }
+    println!(
+        "\ntotal: {n} runs, {} tokens, {flops:.3e} FLOPs ({:.3e} PF-days); left to train: ~{} at {:.0} GFLOP/s{}",
+        thousands(tokens),
+        flops / PFLOPS_DAY,
+        duration(seconds),
+        speed / 1e9,
+        if measured_speed(&root).is_some() {
+            " (measured on finished runs)"
+        } else {
+            " (assumed; measured once runs finish)"
+        }
+    );
+    Ok(())
+}
+
+pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
+    let (sweep, filters) = args.sweep.load()?;
+    let mut data_configs: Vec<&crate::data::DataConfig> =
+        sweep.runs.iter().map(|r| &r.spec.data).collect();
+    data_configs.dedup();
+    for data in data_configs {
+        crate::data::check_available(data)
+            .map_err(|e| InputError(format!("{}: {e}", args.sweep.sweep.display())))?;
+    }
+    if args.dry_run {
+        return run_plan(args.sweep);
+    }
+    let opts = RunnerOptions {
+        results_root: args.sweep.results.clone(),
+        jobs: args.jobs,
+        filters,
+        train: args.device.options(),
+        retry_failed: args.retry_failed,
+    };
+    let report = run_sweep(&sweep, &opts)?;
+    let trained = report.count(|o| matches!(o, RunOutcome::Trained { .. }));
+    println!(
+        "\nsweep {}: {trained} trained, {} done already, {} busy elsewhere, {} failed before, {} failed now",
+        sweep.file.name,
+        report.count(|o| *o == RunOutcome::AlreadyDone),
+        report.count(|o| matches!(o, RunOutcome::Busy(_))),
+        report.count(|o| *o == RunOutcome::FailedBefore),
+        report.failures().len()
+    );
+    for (run, outcome) in &report.outcomes {
+        if matches!(
+            outcome,
+            RunOutcome::Failed(_) | RunOutcome::FailedBefore | RunOutcome::Busy(_)
+        ) {
+            println!(
+                "  {} {} seed {} ({}): {}",
+                run.id,
+                run.arm,
+                run.seed,
+                run.size,
+                outcome_text(outcome)
+            );
+        }
+    }
+    if !report.failures().is_empty() {
+        anyhow::bail!(
+            "{} run(s) failed; see above, fix and re-run (finished runs are kept)",
+            report.failures().len()
+        );
+    }
+    Ok(())
+}
+
+pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
+    let (sweep, filters) = args.load()?;
+    let root = sweep.results_dir(&args.results);
+    println!(
+        "{:<10} {:<22} {:<10} {:>4} {:<9} {:>11} {:>10} {:>10}",
+        "id", "variant", "size", "seed", "state", "step", "loss", "val"
+    );
+    let mut counts = std::collections::BTreeMap::new();
+    for run in sweep
+        .runs
+        .iter()
+        .filter(|r| filters.iter().all(|f| f.matches(r)))
+    {
+        let dir = RunDir::new(root.join(&run.id));
+        let v = view(&dir)?;
+        let rows = if dir.steps().exists() {
+            read_steps(&dir.steps()).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let last_val = rows.iter().rev().find_map(|r| r.loss_val);
+        let state = if v.holder.is_some() {
+            "running"
+        } else {
+            v.state.name()
+        };
+        *counts.entry(state).or_insert(0) += 1;
+        println!(
+            "{:<10} {:<22} {:<10} {:>4} {:<9} {:>11} {:>10} {:>10}",
+            run.id,
+            run.arm,
+            run.size,
+            run.seed,
+            state,
+            format!(
+                "{}/{}",
+                rows.last().map_or(0, |r| r.step),
+                run.spec.total_steps()
+            ),
+            rows.last()
+                .map(|r| format!("{:.4}", r.loss_train))
+                .unwrap_or_else(|| "-".into()),
+            last_val
+                .map(|v| format!("{v:.4}"))
+                .unwrap_or_else(|| "-".into()),
+        );
+        if let (RunState::Failed, Ok(Some(crate::store::Status::Failed { reason, .. }))) =
+            (&v.state, dir.read_status())
+        {
+            println!("           failed: {reason}");
+        }
+    }
+    let summary: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    println!("\n{}", summary.join(", "));
+    Ok(())
+}
+
+/// Median training FLOP/s of the finished runs under `root`.
+fn measured_speed(root: &Path) -> Option<f64> {
+    let mut speeds: Vec<f64> = std::fs::read_dir(root)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| crate::store::read_json::<Summary>(&e.path().join("summary.json")).ok())
+        .filter(|s| s.wall_s > 0.0)
+        .map(|s| s.flops_exact / s.wall_s)
+        .collect();
+    if speeds.is_empty() {
+        return None;
+    }
+    speeds.sort_by(f64::total_cmp);
+    Some(speeds[speeds.len() / 2])
+}
+
+/// `95` -> `1m35s`, `7300` -> `2h01m`.
+fn duration(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}

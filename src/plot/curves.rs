@@ -1,0 +1,154 @@
+//! Training curves: train and validation loss against tokens, one panel per model size,
+//! every run of that size in it (colour by arm).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{FONT, Figure, color, err, padded, sci};
+
+/// One run's curve.
+#[derive(Debug, Clone)]
+pub struct RunCurve {
+    pub size: String,
+    pub arm: String,
+    pub seed: u64,
+    /// (tokens, train loss) per step.
+    pub train: Vec<(f64, f64)>,
+    /// (tokens, validation loss) per eval.
+    pub val: Vec<(f64, f64)>,
+}
+
+struct Curves<'a> {
+    title: String,
+    sizes: Vec<String>,
+    arms: Vec<String>,
+    runs: &'a [RunCurve],
+}
+
+pub fn training_curves(
+    dir: &std::path::Path,
+    title: &str,
+    runs: &[RunCurve],
+) -> anyhow::Result<std::path::PathBuf> {
+    let mut sizes: Vec<String> = Vec::new();
+    let mut arms: Vec<String> = Vec::new();
+    for r in runs {
+        if !sizes.contains(&r.size) {
+            sizes.push(r.size.clone());
+        }
+        if !arms.contains(&r.arm) {
+            arms.push(r.arm.clone());
+        }
+    }
+    let cols = sizes.len().min(3) as u32;
+    let rows = sizes.len().div_ceil(3) as u32;
+    let fig = Curves {
+        title: title.into(),
+        sizes,
+        arms,
+        runs,
+    };
+    super::save(
+        &fig,
+        dir,
+        "training_curves",
+        (520 * cols.max(1), 420 * rows.max(1) + 50),
+    )
+}
+
+/// Smooths a noisy train curve with a trailing mean over `window` steps.
+fn smooth(points: &[(f64, f64)], window: usize) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len());
+    let mut sum = 0.0;
+    for (i, &(x, y)) in points.iter().enumerate() {
+        sum += y;
+        if i >= window {
+            sum -= points[i - window].1;
+        }
+        out.push((x, sum / (i + 1).min(window) as f64));
+    }
+    out
+}
+
+impl Figure for Curves<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let (title_area, body) = area.split_vertically(50);
+        title_area.titled(&self.title, (FONT, 22)).map_err(err)?;
+        let cols = self.sizes.len().min(3);
+        let rows = self.sizes.len().div_ceil(3);
+        let panels = body.split_evenly((rows.max(1), cols.max(1)));
+        for (size, panel) in self.sizes.iter().zip(panels.iter()) {
+            let runs: Vec<&RunCurve> = self.runs.iter().filter(|r| &r.size == size).collect();
+            let xs = runs.iter().flat_map(|r| r.train.iter().map(|p| p.0));
+            let x1 = xs.fold(1.0f64, f64::max);
+            // Skip the first steps' near-uniform loss so the interesting range is visible.
+            let ys = runs.iter().flat_map(|r| {
+                r.train
+                    .iter()
+                    .skip(r.train.len() / 20)
+                    .map(|p| p.1)
+                    .chain(r.val.iter().map(|p| p.1))
+            });
+            let (y0, y1) = padded(ys, 0.05);
+            let mut chart = ChartBuilder::on(panel)
+                .caption(format!("size {size}"), (FONT, 17))
+                .margin(10)
+                .x_label_area_size(42)
+                .y_label_area_size(55)
+                .build_cartesian_2d(0.0..x1, y0..y1)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc("Training tokens")
+                .y_desc("Loss (nats/token)")
+                .x_label_formatter(&|x| sci(*x))
+                .y_label_formatter(&|y| format!("{y:.2}"))
+                .label_style((FONT, 13))
+                .axis_desc_style((FONT, 14))
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .map_err(err)?;
+            for (i, arm) in self.arms.iter().enumerate() {
+                let c = color(i);
+                let mut labelled = false;
+                for r in runs.iter().filter(|r| &r.arm == arm) {
+                    let window = (r.train.len() / 50).max(1);
+                    chart
+                        .draw_series(LineSeries::new(
+                            smooth(&r.train, window),
+                            c.mix(0.45).stroke_width(1),
+                        ))
+                        .map_err(err)?;
+                    let val = chart
+                        .draw_series(
+                            LineSeries::new(r.val.clone(), c.stroke_width(2)).point_size(3),
+                        )
+                        .map_err(err)?;
+                    if !labelled {
+                        val.label(arm.clone()).legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                        });
+                        labelled = true;
+                    }
+                }
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.9))
+                .border_style(BLACK.mix(0.4))
+                .label_font((FONT, 13))
+                .draw()
+                .map_err(err)?;
+        }
+        let (w, h) = area.dim_in_pixel();
+        let note = "thin: train loss (smoothed), thick with dots: validation loss";
+        area.draw(&Text::new(
+            note,
+            (w as i32 - 420, h as i32 - 16),
+            (FONT, 12).into_font().color(&BLACK.mix(0.6)),
+        ))
+        .map_err(err)?;
+        Ok(())
+    }
+}

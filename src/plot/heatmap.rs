@@ -1,0 +1,209 @@
+//! Heatmaps: the report's Fig. 7 (loss over depth and width, one panel per variant) and
+//! Fig. 8 (depth-attention weights, layer x source, one panel per AttnRes variant).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::colors::colormaps::ViridisRGB;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::{FONT, Figure, err};
+
+/// One panel: a value per (row, column) cell; None leaves the cell blank.
+#[derive(Debug, Clone)]
+pub struct Grid {
+    pub title: String,
+    pub rows: Vec<String>,
+    pub cols: Vec<String>,
+    pub cells: Vec<Vec<Option<f64>>>,
+    /// A cell to outline (the best shape).
+    pub mark: Option<(usize, usize)>,
+}
+
+struct Heatmaps<'a> {
+    title: String,
+    x_desc: String,
+    y_desc: String,
+    scale_desc: String,
+    panels: &'a [Grid],
+    /// Low values bright (losses) or high values bright (weights).
+    low_is_bright: bool,
+    annotate: bool,
+}
+
+/// Fig. 7: one panel per variant, n_blocks rows by d_model columns.
+pub fn depth_width(
+    dir: &std::path::Path,
+    title: &str,
+    panels: &[Grid],
+) -> anyhow::Result<std::path::PathBuf> {
+    let fig = Heatmaps {
+        title: title.into(),
+        x_desc: "Width d_model".into(),
+        y_desc: "Depth (Transformer blocks)".into(),
+        scale_desc: "validation loss".into(),
+        panels,
+        low_is_bright: true,
+        annotate: true,
+    };
+    let w = 40 + 430 * panels.len().clamp(1, 4) as u32;
+    let h = 110 + 400 * panels.len().div_ceil(4).max(1) as u32;
+    super::save(&fig, dir, "depth_width", (w, h))
+}
+
+/// Fig. 8: one panel per AttnRes variant, mixing step rows by source columns.
+pub fn depth_attention(
+    dir: &std::path::Path,
+    title: &str,
+    panels: &[Grid],
+) -> anyhow::Result<std::path::PathBuf> {
+    let annotate = panels.iter().all(|p| p.cols.len() <= 10);
+    let fig = Heatmaps {
+        title: title.into(),
+        x_desc: "Source (0 = embedding, then blocks in order; last = partial sum)".into(),
+        y_desc: "Mixing step (layer; last row = output)".into(),
+        scale_desc: "mean weight over tokens".into(),
+        panels,
+        low_is_bright: false,
+        annotate,
+    };
+    let w = 40 + 460 * panels.len().clamp(1, 3) as u32;
+    let h = 110 + 460 * panels.len().div_ceil(3).max(1) as u32;
+    super::save(&fig, dir, "depth_attention", (w, h))
+}
+
+impl Figure for Heatmaps<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let (title_area, rest) = area.split_vertically(44);
+        title_area.titled(&self.title, (FONT, 21)).map_err(err)?;
+        let (body, legend) = rest.split_vertically(rest.dim_in_pixel().1 - 56);
+        let values = self
+            .panels
+            .iter()
+            .flat_map(|p| p.cells.iter().flatten().flatten().copied());
+        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+        let (lo, hi) = if lo.is_finite() {
+            (lo, hi.max(lo + 1e-9))
+        } else {
+            (0.0, 1.0)
+        };
+        let shade = |v: f64| {
+            let t = (v - lo) / (hi - lo);
+            ViridisRGB::get_color(if self.low_is_bright { 1.0 - t } else { t } as f32)
+        };
+        let per_row = if self.annotate && self.panels.iter().all(|p| p.rows.len() > 8) {
+            3
+        } else {
+            4
+        }
+        .min(self.panels.len().max(1));
+        let panels = body.split_evenly((self.panels.len().div_ceil(per_row).max(1), per_row));
+        for (grid, panel) in self.panels.iter().zip(panels.iter()) {
+            let (nr, nc) = (grid.rows.len(), grid.cols.len());
+            // Cell (r, c) is centred on (c, r), so integer ticks label cell centres.
+            let label = |names: &[String], v: f64| {
+                let i = v.round();
+                if (v - i).abs() > 1e-6 || i < 0.0 {
+                    String::new()
+                } else {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                }
+            };
+            let mut chart = ChartBuilder::on(panel)
+                .caption(&grid.title, (FONT, 16))
+                .margin(8)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(-0.5..nc as f64 - 0.5, -0.5..nr as f64 - 0.5)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .disable_mesh()
+                .x_desc(&self.x_desc)
+                .y_desc(&self.y_desc)
+                .x_labels(nc.min(16) + 1)
+                .y_labels(nr.min(16) + 1)
+                .x_label_formatter(&|x| label(&grid.cols, *x))
+                .y_label_formatter(&|y| label(&grid.rows, *y))
+                .label_style((FONT, 12))
+                .axis_desc_style((FONT, 13))
+                .draw()
+                .map_err(err)?;
+            let cells = || {
+                grid.cells.iter().enumerate().flat_map(|(r, row)| {
+                    row.iter()
+                        .enumerate()
+                        .filter_map(move |(c, v)| v.map(|v| (r as f64, c as f64, v)))
+                })
+            };
+            chart
+                .draw_series(cells().map(|(r, c, v)| {
+                    Rectangle::new([(c - 0.5, r - 0.5), (c + 0.5, r + 0.5)], shade(v).filled())
+                }))
+                .map_err(err)?;
+            if let Some((r, c)) = grid.mark {
+                let (r, c) = (r as f64, c as f64);
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(c - 0.5, r - 0.5), (c + 0.5, r + 0.5)],
+                        RED.stroke_width(3),
+                    )))
+                    .map_err(err)?;
+            }
+            if self.annotate {
+                chart
+                    .draw_series(cells().map(|(r, c, v)| {
+                        let t = (v - lo) / (hi - lo);
+                        let dark_cell = if self.low_is_bright { t > 0.5 } else { t < 0.5 };
+                        let ink = if dark_cell { WHITE } else { BLACK };
+                        let text = if v.abs() < 1.0 {
+                            format!("{v:.2}")
+                        } else {
+                            format!("{v:.3}")
+                        };
+                        let style = (FONT, 11)
+                            .into_font()
+                            .color(&ink)
+                            .pos(Pos::new(HPos::Center, VPos::Center));
+                        Text::new(text, (c, r), style)
+                    }))
+                    .map_err(err)?;
+            }
+        }
+        // Colour bar.
+        let (w, _) = legend.dim_in_pixel();
+        let (bar_x0, bar_x1) = (w as i32 / 4, 3 * w as i32 / 4);
+        for i in 0..200 {
+            let t = i as f64 / 199.0;
+            let x = bar_x0 + ((bar_x1 - bar_x0) as f64 * t) as i32;
+            legend
+                .draw(&Rectangle::new(
+                    [(x, 8), (x + 3, 24)],
+                    shade(lo + t * (hi - lo)).filled(),
+                ))
+                .map_err(err)?;
+        }
+        let label = |v: f64| {
+            if v.abs() < 1.0 {
+                format!("{v:.3}")
+            } else {
+                format!("{v:.3}")
+            }
+        };
+        legend
+            .draw(&Text::new(label(lo), (bar_x0 - 60, 10), (FONT, 13)))
+            .map_err(err)?;
+        legend
+            .draw(&Text::new(label(hi), (bar_x1 + 10, 10), (FONT, 13)))
+            .map_err(err)?;
+        legend
+            .draw(&Text::new(
+                self.scale_desc.clone(),
+                ((bar_x0 + bar_x1) / 2 - 60, 30),
+                (FONT, 13),
+            ))
+            .map_err(err)?;
+        Ok(())
+    }
+}

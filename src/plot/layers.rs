@@ -1,0 +1,144 @@
+//! The report's Fig. 5: hidden-state RMS, output RMS and gradient norm across depth, per
+//! sublayer and per Transformer block, one line per variant.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{FONT, Figure, color, err, log_ticks, padded_log, sci};
+
+/// One variant's profile at the end of training, one value per sublayer.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub arm: String,
+    pub in_rms: Vec<f64>,
+    pub out_rms: Vec<f64>,
+    pub grad_norm: Vec<f64>,
+}
+
+struct Profiles<'a> {
+    title: String,
+    profiles: &'a [Profile],
+    per_block: bool,
+}
+
+/// Writes `layers` (per sublayer) and `blocks` (two sublayers summed per Transformer block).
+pub fn layer_profiles(
+    dir: &std::path::Path,
+    title: &str,
+    profiles: &[Profile],
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    Ok(vec![
+        super::save(
+            &Profiles {
+                title: format!("{title}: per sublayer"),
+                profiles,
+                per_block: false,
+            },
+            dir,
+            "layers",
+            (1500, 480),
+        )?,
+        super::save(
+            &Profiles {
+                title: format!("{title}: per Transformer block"),
+                profiles,
+                per_block: true,
+            },
+            dir,
+            "blocks",
+            (1500, 480),
+        )?,
+    ])
+}
+
+fn by_block(v: &[f64]) -> Vec<f64> {
+    v.chunks(2).map(|c| c.iter().sum()).collect()
+}
+
+impl Figure for Profiles<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let (title_area, body) = area.split_vertically(44);
+        title_area.titled(&self.title, (FONT, 21)).map_err(err)?;
+        let panels = body.split_evenly((1, 3));
+        let unit = if self.per_block {
+            "Transformer block"
+        } else {
+            "Sublayer (even: attention, odd: MLP)"
+        };
+        let metrics: [(&str, &str, fn(&Profile) -> &Vec<f64>); 3] = [
+            ("Hidden-state RMS (input of the layer)", "RMS of x_l", |p| {
+                &p.in_rms
+            }),
+            ("Output RMS (Fig. 5b)", "RMS of y_l", |p| &p.out_rms),
+            ("Gradient norm (Fig. 5c)", "L2 norm of the gradient", |p| {
+                &p.grad_norm
+            }),
+        ];
+        for ((name, ylabel, get), panel) in metrics.iter().zip(panels.iter()) {
+            let series: Vec<(String, Vec<f64>)> = self
+                .profiles
+                .iter()
+                .map(|p| {
+                    let v = get(p);
+                    (
+                        p.arm.clone(),
+                        if self.per_block {
+                            by_block(v)
+                        } else {
+                            v.clone()
+                        },
+                    )
+                })
+                .collect();
+            let n = series.iter().map(|s| s.1.len()).max().unwrap_or(1);
+            let (y0, y1) = padded_log(series.iter().flat_map(|s| s.1.iter().copied()), 1.3);
+            let mut chart = ChartBuilder::on(panel)
+                .caption(*name, (FONT, 16))
+                .margin(10)
+                .x_label_area_size(42)
+                .y_label_area_size(62)
+                .build_cartesian_2d(
+                    -0.3..(n as f64 - 0.7),
+                    (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+                )
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc(unit)
+                .y_desc(*ylabel)
+                .x_labels(n.min(16))
+                .x_label_formatter(&|x| format!("{}", x.round() as i64))
+                .y_label_formatter(&|y| sci(*y))
+                .label_style((FONT, 13))
+                .axis_desc_style((FONT, 14))
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .map_err(err)?;
+            for (i, (arm, values)) in series.iter().enumerate() {
+                let c = color(i);
+                chart
+                    .draw_series(
+                        LineSeries::new(
+                            values.iter().enumerate().map(|(l, &v)| (l as f64, v)),
+                            c.stroke_width(2),
+                        )
+                        .point_size(3),
+                    )
+                    .map_err(err)?
+                    .label(arm.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.9))
+                .border_style(BLACK.mix(0.4))
+                .label_font((FONT, 12))
+                .draw()
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,272 @@
+//! The scaling figure (the report's Fig. 4) and the multiplier-versus-compute figure.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{FONT, Figure, color, err, log_ticks, padded_log, sci};
+use crate::analysis::fit::Law;
+use crate::analysis::multiplier::{ArmFit, FitReport};
+
+/// One arm's points: compute, seed mean, seed min and max of the loss.
+#[derive(Debug, Clone)]
+pub struct ArmSeries {
+    pub arm: String,
+    pub points: Vec<(f64, f64, f64, f64)>,
+    pub law: Option<Law>,
+}
+
+struct Scaling<'a> {
+    title: String,
+    arms: &'a [ArmSeries],
+    fits: Option<&'a FitReport>,
+}
+
+/// Loss against compute, log-log: seed means with their spread, fitted curves, multipliers.
+pub fn scaling(
+    dir: &std::path::Path,
+    title: &str,
+    arms: &[ArmSeries],
+    fits: Option<&FitReport>,
+) -> anyhow::Result<std::path::PathBuf> {
+    super::save(
+        &Scaling {
+            title: title.into(),
+            arms,
+            fits,
+        },
+        dir,
+        "scaling",
+        (900, 620),
+    )
+}
+
+impl Figure for Scaling<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let all = || self.arms.iter().flat_map(|a| a.points.iter());
+        let (x0, x1) = padded_log(all().map(|p| p.0), 1.6);
+        let (y0, y1) = padded_log(all().flat_map(|p| [p.2, p.3]), 1.03);
+        let mut chart = ChartBuilder::on(area)
+            .caption(&self.title, (FONT, 22))
+            .margin(14)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+            )
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("Training compute (PFLOP/s-days)")
+            .y_desc("Validation loss (nats/token)")
+            .x_label_formatter(&|x| sci(*x))
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 17))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(err)?;
+        for (i, arm) in self.arms.iter().enumerate() {
+            let c = color(i);
+            if let Some(law) = arm.law {
+                let n = 60;
+                let curve = (0..=n).map(|j| {
+                    let x = (x0.ln() + (x1.ln() - x0.ln()) * j as f64 / n as f64).exp();
+                    (x, law.loss(x))
+                });
+                chart
+                    .draw_series(LineSeries::new(
+                        curve.filter(|p| p.1 >= y0 && p.1 <= y1),
+                        c.stroke_width(2),
+                    ))
+                    .map_err(err)?
+                    .label(legend_label(&arm.arm, law))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2))
+                    });
+            }
+            chart
+                .draw_series(arm.points.iter().map(|&(x, _, lo, hi)| {
+                    ErrorBar::new_vertical(x, lo, (lo + hi) / 2.0, hi, c.stroke_width(1), 8)
+                }))
+                .map_err(err)?;
+            let series = chart
+                .draw_series(
+                    arm.points
+                        .iter()
+                        .map(|&(x, y, ..)| Circle::new((x, y), 5, c.filled())),
+                )
+                .map_err(err)?;
+            if arm.law.is_none() {
+                series
+                    .label(arm.arm.clone())
+                    .legend(move |(x, y)| Circle::new((x + 11, y), 5, c.filled()));
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.4))
+            .label_font((FONT, 15))
+            .draw()
+            .map_err(err)?;
+        if let Some(fits) = self.fits {
+            let lines: Vec<String> = fits
+                .arms
+                .iter()
+                .filter_map(|a| {
+                    a.multiplier.map(|m| {
+                        format!(
+                            "{}: {:.2}x compute [{:.2}, {:.2}]",
+                            a.arm, m.value, m.lo, m.hi
+                        )
+                    })
+                })
+                .collect();
+            let (w, h) = area.dim_in_pixel();
+            for (k, line) in lines.iter().enumerate() {
+                area.draw(&Text::new(
+                    line.clone(),
+                    (90, h as i32 - 90 - 20 * (lines.len() - 1 - k) as i32),
+                    (FONT, 15),
+                ))
+                .map_err(err)?;
+            }
+            let note = format!(
+                "multiplier vs {} at the largest compute, 95% bootstrap interval",
+                fits.baseline
+            );
+            area.draw(&Text::new(
+                note,
+                (90, h as i32 - 90 + 20),
+                (FONT, 12).into_font().color(&BLACK.mix(0.6)),
+            ))
+            .map_err(err)?;
+            let _ = w;
+        }
+        Ok(())
+    }
+}
+
+fn legend_label(arm: &str, law: Law) -> String {
+    if law.e > 0.0 {
+        format!("{arm}: {:.3} + {:.3}·C^-{:.3}", law.e, law.a, law.alpha)
+    } else {
+        format!("{arm}: {:.3}·C^-{:.3}", law.a, law.alpha)
+    }
+}
+
+struct Multiplier<'a> {
+    title: String,
+    arms: &'a [ArmFit],
+    baseline: &'a str,
+}
+
+/// The compute multiplier of every arm against the baseline over the fitted range, with its
+/// 95% interval band.
+pub fn multiplier_curve(
+    dir: &std::path::Path,
+    title: &str,
+    fits: &FitReport,
+) -> anyhow::Result<std::path::PathBuf> {
+    let arms: Vec<ArmFit> = fits
+        .arms
+        .iter()
+        .filter(|a| !a.curve.is_empty())
+        .cloned()
+        .collect();
+    super::save(
+        &Multiplier {
+            title: title.into(),
+            arms: &arms,
+            baseline: &fits.baseline,
+        },
+        dir,
+        "multiplier",
+        (900, 560),
+    )
+}
+
+impl Figure for Multiplier<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let points = || self.arms.iter().flat_map(|a| a.curve.iter());
+        let (x0, x1) = padded_log(points().map(|p| p.compute), 1.05);
+        let (y0, y1) = super::padded(
+            points()
+                .flat_map(|p| [p.multiplier.lo, p.multiplier.hi, p.multiplier.value])
+                .chain([1.0]),
+            0.08,
+        );
+        let mut chart = ChartBuilder::on(area)
+            .caption(&self.title, (FONT, 22))
+            .margin(14)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                y0..y1,
+            )
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("Training compute (PFLOP/s-days)")
+            .y_desc(format!("Compute multiplier vs {} (x)", self.baseline))
+            .x_label_formatter(&|x| sci(*x))
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 17))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_series(LineSeries::new(
+                [(x0, 1.0), (x1, 1.0)],
+                BLACK.mix(0.5).stroke_width(1),
+            ))
+            .map_err(err)?
+            .label(format!("1x: no better than {}", self.baseline))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], BLACK.mix(0.5)));
+        for (i, arm) in self.arms.iter().enumerate() {
+            let c = color(i + 1);
+            let band: Vec<(f64, f64)> = arm
+                .curve
+                .iter()
+                .filter(|p| p.multiplier.lo.is_finite())
+                .map(|p| (p.compute, p.multiplier.lo.clamp(y0, y1)))
+                .chain(
+                    arm.curve
+                        .iter()
+                        .rev()
+                        .filter(|p| p.multiplier.hi.is_finite())
+                        .map(|p| (p.compute, p.multiplier.hi.clamp(y0, y1))),
+                )
+                .collect();
+            chart
+                .draw_series(std::iter::once(Polygon::new(band, c.mix(0.18).filled())))
+                .map_err(err)?;
+            chart
+                .draw_series(LineSeries::new(
+                    arm.curve
+                        .iter()
+                        .filter(|p| p.multiplier.value.is_finite())
+                        .map(|p| (p.compute, p.multiplier.value)),
+                    c.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(format!("{} (band: 95% interval)", arm.arm))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.4))
+            .label_font((FONT, 15))
+            .draw()
+            .map_err(err)?;
+        Ok(())
+    }
+}

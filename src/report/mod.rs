@@ -1,0 +1,98 @@
+//! Reports: `reports/NAME/report.md` and a self-contained `report.html` with every figure,
+//! rebuilt from the results folder alone.
+
+pub mod doc;
+pub mod sections;
+
+use std::path::{Path, PathBuf};
+
+use crate::analysis::fit::EMode;
+use crate::analysis::load::{LoadedRun, load_runs};
+use crate::analysis::multiplier::{FitOptions, FitReport, analyse};
+use crate::analysis::views::fit_points;
+use crate::spec::Sweep;
+use crate::store::write_atomic;
+
+#[derive(Debug, Clone)]
+pub struct AnalysisOptions {
+    pub results_root: PathBuf,
+    pub e_mode: EMode,
+    pub resamples: usize,
+    pub seed: u64,
+    /// Fit against 6ND instead of the exact FLOP count.
+    pub six_nd: bool,
+    /// The reference arm (default `baseline`).
+    pub baseline: String,
+}
+
+/// The finished runs of some sweeps and their scaling fit (or why there is none).
+pub struct Analysis {
+    pub runs: Vec<LoadedRun>,
+    pub fits: Result<FitReport, String>,
+}
+
+pub fn analyse_sweeps(sweeps: &[Sweep], opts: &AnalysisOptions) -> anyhow::Result<Analysis> {
+    let runs = load_runs(sweeps, &opts.results_root)?;
+    let fits = if runs.is_empty() {
+        Err("no finished runs".to_string())
+    } else {
+        analyse(
+            &fit_points(&runs, opts.six_nd),
+            &FitOptions {
+                baseline: opts.baseline.clone(),
+                e_mode: opts.e_mode,
+                resamples: opts.resamples,
+                seed: opts.seed,
+                curve_points: 24,
+            },
+        )
+    };
+    Ok(Analysis { runs, fits })
+}
+
+/// What `report` wrote.
+pub struct Written {
+    pub dir: PathBuf,
+    pub figures: Vec<PathBuf>,
+    pub analysis: Analysis,
+}
+
+/// Writes the report of `sweep` under `reports_root/NAME/`.
+pub fn write_report(
+    sweep: &Sweep,
+    opts: &AnalysisOptions,
+    reports_root: &Path,
+) -> anyhow::Result<Written> {
+    let analysis = analyse_sweeps(std::slice::from_ref(sweep), opts)?;
+    if analysis.runs.is_empty() {
+        anyhow::bail!(crate::cli::InputError(format!(
+            "sweep {} has no finished runs under {}; run `attnres run {}` first",
+            sweep.file.name,
+            sweep.results_dir(&opts.results_root).display(),
+            sweep.path.display()
+        )));
+    }
+    let dir = reports_root.join(&sweep.file.name);
+    let figures_dir = dir.join("figures");
+    let _ = std::fs::remove_dir_all(&figures_dir);
+    let doc = sections::build(sweep, &analysis, opts, &figures_dir)?;
+    std::fs::create_dir_all(&dir)?;
+    write_atomic(&dir.join("report.md"), doc.markdown(&dir).as_bytes())?;
+    write_atomic(&dir.join("report.html"), doc.html()?.as_bytes())?;
+    if let Ok(fits) = &analysis.fits {
+        crate::store::write_json(&dir.join("fits.json"), fits)?;
+    }
+    let figures = doc
+        .blocks
+        .iter()
+        .filter_map(|b| match b {
+            doc::Block::Figure { png, .. } => Some(png.clone()),
+            _ => None,
+        })
+        .collect();
+    Ok(Written {
+        dir,
+        figures,
+        analysis,
+    })
+}

@@ -1,0 +1,376 @@
+//! The sections of a sweep report, in reading order.
+
+use std::path::Path;
+
+use super::doc::Doc;
+use super::{Analysis, AnalysisOptions};
+use crate::analysis::load::LoadedRun;
+use crate::analysis::multiplier::FitReport;
+use crate::analysis::views;
+use crate::cli::thousands;
+use crate::model::flops::PFLOPS_DAY;
+use crate::plot;
+use crate::spec::Sweep;
+
+pub fn build(
+    sweep: &Sweep,
+    a: &Analysis,
+    opts: &AnalysisOptions,
+    figs: &Path,
+) -> anyhow::Result<Doc> {
+    let f = &sweep.file;
+    let mut doc = Doc {
+        title: format!("attnres sweep `{}`", f.name),
+        blocks: Vec::new(),
+    };
+    let commits: Vec<String> = {
+        let mut c: Vec<String> = a
+            .runs
+            .iter()
+            .map(|r| r.summary.git_commit.clone())
+            .collect();
+        c.sort();
+        c.dedup();
+        c
+    };
+    let backends: Vec<String> = {
+        let mut b: Vec<String> = a
+            .runs
+            .iter()
+            .map(|r| format!("{} ({})", r.summary.backend, r.summary.device))
+            .collect();
+        b.sort();
+        b.dedup();
+        b
+    };
+    doc.p(format!(
+        "Generated {} by attnres {} from `{}`; runs trained with attnres {} on {}.",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+        env!("CARGO_PKG_VERSION"),
+        sweep.path.display(),
+        commits.join(", "),
+        backends.join(", ")
+    ));
+    if let Some(d) = &f.description {
+        doc.p(d.trim());
+    }
+    setup(&mut doc, sweep, a);
+    runs_table(&mut doc, &a.runs);
+    arms_table(&mut doc, &a.runs);
+    fits(&mut doc, a, opts, figs, &f.name)?;
+    let curves = views::run_curves(&a.runs)?;
+    doc.figure(
+        plot::training_curves(figs, &format!("{}: training curves", f.name), &curves)?,
+        "Train (thin, smoothed) and validation (thick) loss against training tokens, one panel per size.",
+    );
+    let (size, profiles) = views::final_profiles(&a.runs)?;
+    if !profiles.is_empty() {
+        doc.h(2, "Magnitudes across depth (Fig. 5)");
+        for png in plot::layer_profiles(
+            figs,
+            &format!("{}: size {size}, end of training", f.name),
+            &profiles,
+        )? {
+            let what = if png.ends_with("blocks.png") {
+                "per Transformer block (two sublayers summed)"
+            } else {
+                "per sublayer"
+            };
+            doc.figure(png, format!("Hidden-state RMS, output RMS and gradient norm {what}, size {size}, mean over seeds."));
+        }
+    }
+    if let Some(b) = views::block_view(&a.runs) {
+        doc.h(2, "Block size (Fig. 6)");
+        let rows = b
+            .points
+            .iter()
+            .map(|(s, i)| {
+                vec![
+                    s.to_string(),
+                    format!("{:.4}", i.mean),
+                    format!("[{:.4}, {:.4}]", i.lo, i.hi),
+                ]
+            })
+            .collect();
+        doc.table(&["S", "val loss", "95% interval"], rows);
+        doc.figure(
+            plot::block_size(figs, &format!("{}: loss against block size, size {}", f.name, b.size), &b.points, b.baseline, b.full)?,
+            "Validation loss against S with 95% intervals over seeds; baseline and Full AttnRes as reference lines.",
+        );
+    }
+    let dw = if f.depth_width.is_some() {
+        views::depth_width_grids(&a.runs)?
+    } else {
+        Vec::new()
+    };
+    if !dw.is_empty() {
+        doc.h(2, "Depth and width (Fig. 7)");
+        doc.table(
+            &["variant", "best shape", "val loss"],
+            dw.iter()
+                .map(|(g, shape, loss)| vec![g.title.clone(), shape.clone(), format!("{loss:.4}")])
+                .collect(),
+        );
+        let grids: Vec<_> = dw.into_iter().map(|(g, ..)| g).collect();
+        doc.figure(
+            plot::depth_width(
+                figs,
+                &format!("{}: loss over depth and width", f.name),
+                &grids,
+            )?,
+            "Mean validation loss per shape; the best shape of each variant is outlined in red.",
+        );
+    }
+    let (size, grids) = views::depth_attention_grids(&a.runs)?;
+    if !grids.is_empty() {
+        doc.h(2, "Depth attention (Fig. 8)");
+        doc.figure(
+            plot::depth_attention(
+                figs,
+                &format!("{}: depth-attention weights, size {size}", f.name),
+                &grids,
+            )?,
+            "Mean weight each mixing step puts on each source at the end of training.",
+        );
+    }
+    doc.h(2, "Reproduce");
+    doc.code(format!(
+        "attnres run {p}\nattnres report {p}\nattnres fit {p} --resamples {} --seed {}",
+        opts.resamples,
+        opts.seed,
+        p = sweep.path.display()
+    ));
+    Ok(doc)
+}
+
+fn setup(doc: &mut Doc, sweep: &Sweep, a: &Analysis) {
+    let f = &sweep.file;
+    doc.h(2, "Setup");
+    let first = &sweep.runs[0].spec;
+    let data = serde_json::to_string(&f.data).unwrap_or_default();
+    doc.p(format!(
+        "Data `{data}`; context {}, vocabulary {}, ff_mult {:.3}. Optimiser AdamW (betas {}, {}), peak lr {} with {} warmup and cosine decay to {}x, weight decay {} on matrices, clip {}, batch {} sequences. Seeds {:?}. {} of {} planned runs finished.",
+        f.model.context,
+        f.model.vocab_size,
+        f.model.ff_mult,
+        first.train.beta1,
+        first.train.beta2,
+        f.train.lr,
+        f.train.warmup,
+        f.train.min_lr_ratio,
+        f.train.weight_decay,
+        f.train.grad_clip,
+        f.train.batch_size,
+        f.seeds,
+        a.runs.len(),
+        sweep.runs.len()
+    ));
+    if let Some(cost) = &f.cost {
+        doc.p(format!("Cost: {cost}."));
+    }
+    let mut sizes: Vec<(&str, &crate::spec::RunSpec)> = Vec::new();
+    for r in &sweep.runs {
+        if !sizes.iter().any(|(s, _)| *s == r.size) {
+            sizes.push((&r.size, &r.spec));
+        }
+    }
+    let rows = sizes
+        .iter()
+        .map(|(name, s)| {
+            let base = crate::model::ModelConfig {
+                residual: Default::default(),
+                ..s.model.clone()
+            };
+            vec![
+                name.to_string(),
+                s.model.d_model.to_string(),
+                s.model.n_blocks.to_string(),
+                s.model.n_heads.to_string(),
+                thousands(crate::model::flops::param_counts(&base).non_embedding),
+                thousands(s.total_tokens()),
+                format!("{:.2e}", s.train.lr),
+            ]
+        })
+        .collect();
+    doc.table(
+        &[
+            "size",
+            "d_model",
+            "blocks",
+            "heads",
+            "params (non-emb., baseline)",
+            "tokens",
+            "lr",
+        ],
+        rows,
+    );
+}
+
+fn runs_table(doc: &mut Doc, runs: &[LoadedRun]) {
+    doc.h(2, "Runs");
+    let rows = runs
+        .iter()
+        .map(|r| {
+            let s = &r.summary;
+            vec![
+                format!("`{}`", r.planned.id),
+                r.planned.size.clone(),
+                r.planned.arm.clone(),
+                r.planned.seed.to_string(),
+                thousands(s.params.non_embedding),
+                thousands(s.tokens),
+                format!("{:.3e}", s.flops_exact / PFLOPS_DAY),
+                format!("{:.4}", s.loss_val),
+                s.bpb_val
+                    .map(|b| format!("{b:.4}"))
+                    .or(s.acc_val.map(|a| format!("acc {a:.3}")))
+                    .unwrap_or_default(),
+                format!("{:.0}", s.wall_s),
+            ]
+        })
+        .collect();
+    doc.table(
+        &[
+            "run",
+            "size",
+            "variant",
+            "seed",
+            "params",
+            "tokens",
+            "PF-days",
+            "val loss",
+            "bits/byte",
+            "wall s",
+        ],
+        rows,
+    );
+}
+
+/// Every arm at the largest size: mean loss, interval over seeds, difference to baseline.
+fn arms_table(doc: &mut Doc, runs: &[LoadedRun]) {
+    let Some(size) = views::largest_size(runs) else {
+        return;
+    };
+    let losses = |arm: &str| -> Vec<f64> {
+        runs.iter()
+            .filter(|r| r.planned.size == size && r.planned.arm == arm)
+            .map(|r| f64::from(r.summary.loss_val))
+            .collect()
+    };
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let base = losses("baseline");
+    let rows = views::arms(runs)
+        .into_iter()
+        .filter_map(|arm| {
+            let v = losses(&arm);
+            if v.is_empty() {
+                return None;
+            }
+            let m = mean(&v);
+            let sd = if v.len() > 1 {
+                (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+            } else {
+                f64::NAN
+            };
+            let delta = if base.is_empty() {
+                String::new()
+            } else {
+                format!("{:+.4}", m - mean(&base))
+            };
+            Some(vec![
+                arm,
+                format!("{m:.4}"),
+                if sd.is_nan() {
+                    "-".into()
+                } else {
+                    format!("±{:.4}", 1.96 * sd / (v.len() as f64).sqrt())
+                },
+                delta,
+                v.len().to_string(),
+            ])
+        })
+        .collect();
+    doc.h(2, format!("Variants at the largest size ({size})"));
+    doc.table(
+        &[
+            "variant",
+            "val loss",
+            "95% interval",
+            "vs baseline",
+            "seeds",
+        ],
+        rows,
+    );
+}
+
+fn fits(
+    doc: &mut Doc,
+    a: &Analysis,
+    opts: &AnalysisOptions,
+    figs: &Path,
+    name: &str,
+) -> anyhow::Result<()> {
+    doc.h(2, "Scaling fits and compute multipliers");
+    let fits: Option<&FitReport> = a.fits.as_ref().ok();
+    match &a.fits {
+        Ok(r) => {
+            doc.p(format!(
+                "`L(C) = E + A·C^-α` per arm, C in PFLOP/s-days ({} FLOP count), Huber loss in log space, E {}. Multipliers are `C_baseline(L_arm(C)) / C` at the largest compute ({:.3e} PF-days), with 95% intervals from {} bootstrap resamples over runs, seeds paired across arms (seed {}; {} resamples failed).",
+                if opts.six_nd { "6ND" } else { "exact" },
+                match r.e_mode { crate::analysis::fit::EMode::Shared => "shared", crate::analysis::fit::EMode::PerArm => "per arm", crate::analysis::fit::EMode::Zero => "fixed at 0" },
+                r.largest_compute,
+                r.resamples,
+                r.seed,
+                r.failed_resamples
+            ));
+            doc.table(
+                &[
+                    "arm",
+                    "A",
+                    "α",
+                    "E",
+                    "multiplier",
+                    "95% interval",
+                    "points",
+                    "seeds",
+                ],
+                fit_rows(r),
+            );
+        }
+        Err(why) => doc.p(format!("No scaling fit: {why}.")),
+    }
+    let series = views::scaling_series(&a.runs, fits, opts.six_nd)?;
+    doc.figure(
+        plot::scaling(figs, &format!("{name}: loss against compute"), &series, fits)?,
+        "Validation loss against training compute (log-log): seed means with min-max bars and fitted curves.",
+    );
+    if let Some(r) = fits.filter(|r| r.arms.iter().any(|a| !a.curve.is_empty())) {
+        doc.figure(
+            plot::multiplier_curve(figs, &format!("{name}: compute multiplier against compute"), r)?,
+            "Compute multiplier of each arm against the baseline over the fitted range, with its 95% bootstrap band.",
+        );
+    }
+    Ok(())
+}
+
+pub fn fit_rows(r: &FitReport) -> Vec<Vec<String>> {
+    r.arms
+        .iter()
+        .map(|a| {
+            vec![
+                a.arm.clone(),
+                format!("{:.4}", a.law.a),
+                format!("{:.4}", a.law.alpha),
+                format!("{:.4}", a.law.e),
+                a.multiplier
+                    .map(|m| format!("{:.3}x", m.value))
+                    .unwrap_or_else(|| "1 (reference)".into()),
+                a.multiplier
+                    .map(|m| format!("[{:.3}, {:.3}]", m.lo, m.hi))
+                    .unwrap_or_default(),
+                a.points.to_string(),
+                a.seeds.to_string(),
+            ]
+        })
+        .collect()
+}

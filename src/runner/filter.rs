@@ -1,0 +1,51 @@
+//! `--filter`: select runs by `key=value` (size, arm, variant, block_size, seed, id) or by a
+//! substring of their description.
+
+use std::str::FromStr;
+
+use crate::spec::PlannedRun;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    Key { key: String, value: String },
+    Text(String),
+}
+
+const KEYS: &[&str] = &["size", "arm", "variant", "block_size", "seed", "id"];
+
+impl FromStr for Filter {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once('=') {
+            Some((k, v)) if KEYS.contains(&k.trim()) => Ok(Self::Key {
+                key: k.trim().into(),
+                value: v.trim().into(),
+            }),
+            Some((k, _)) => Err(format!(
+                "unknown filter key `{k}`; use one of {}",
+                KEYS.join(", ")
+            )),
+            None => Ok(Self::Text(s.into())),
+        }
+    }
+}
+
+impl Filter {
+    pub fn matches(&self, run: &PlannedRun) -> bool {
+        match self {
+            Self::Text(t) => super::describe(run).contains(t.as_str()),
+            Self::Key { key, value } => match key.as_str() {
+                "size" => run.size == *value,
+                "arm" => run.arm == *value,
+                "variant" => run.arm.split(' ').next() == Some(value.as_str()),
+                "block_size" => {
+                    run.block_size.map(|s| s.to_string()).as_deref() == Some(value.as_str())
+                }
+                "seed" => run.seed.to_string() == *value,
+                "id" => run.id.starts_with(value.as_str()),
+                _ => false,
+            },
+        }
+    }
+}

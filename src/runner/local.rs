@@ -1,0 +1,201 @@
+//! The local executor: trains a sweep's pending and partial runs on this machine.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{Filter, describe, view};
+use crate::spec::{PlannedRun, Sweep};
+use crate::store::lock::RunLock;
+use crate::store::{RunDir, RunState, write_atomic};
+use crate::train::{Outcome, TrainOptions, train};
+
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    pub results_root: PathBuf,
+    /// Runs trained at once.
+    pub jobs: usize,
+    pub filters: Vec<Filter>,
+    pub train: TrainOptions,
+    /// Re-train runs whose last attempt failed.
+    pub retry_failed: bool,
+}
+
+/// What happened to one selected run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    Trained {
+        val_loss: f32,
+        wall_s: f64,
+    },
+    AlreadyDone,
+    /// Another process (or job) holds its lock.
+    Busy(String),
+    FailedBefore,
+    Failed(String),
+}
+
+#[derive(Debug, Default)]
+pub struct SweepReport {
+    pub outcomes: Vec<(PlannedRun, RunOutcome)>,
+}
+
+impl SweepReport {
+    pub fn count(&self, f: impl Fn(&RunOutcome) -> bool) -> usize {
+        self.outcomes.iter().filter(|(_, o)| f(o)).count()
+    }
+
+    pub fn failures(&self) -> Vec<(&PlannedRun, &str)> {
+        self.outcomes
+            .iter()
+            .filter_map(|(r, o)| match o {
+                RunOutcome::Failed(why) => Some((r, why.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Trains every selected run that is not done. Runs already done, failed before (unless
+/// `retry_failed`) or held by another process are reported, not trained.
+pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepReport> {
+    let root = sweep.results_dir(&opts.results_root);
+    std::fs::create_dir_all(&root)?;
+    // The sweep file beside its runs, so the results folder describes itself.
+    write_atomic(
+        &root.join("sweep.yaml"),
+        std::fs::read(&sweep.path)?.as_slice(),
+    )?;
+    let selected: Vec<&PlannedRun> = sweep
+        .runs
+        .iter()
+        .filter(|r| opts.filters.iter().all(|f| f.matches(r)))
+        .collect();
+    let mut report = SweepReport::default();
+    let mut todo = Vec::new();
+    for run in selected {
+        let dir = RunDir::new(root.join(&run.id));
+        match view(&dir)?.state {
+            RunState::Done => report.outcomes.push((run.clone(), RunOutcome::AlreadyDone)),
+            RunState::Failed if !opts.retry_failed => report
+                .outcomes
+                .push((run.clone(), RunOutcome::FailedBefore)),
+            _ => todo.push(run),
+        }
+    }
+    if todo.is_empty() {
+        return Ok(report);
+    }
+    let jobs = opts.jobs.max(1).min(todo.len());
+    let threads = opts
+        .train
+        .threads
+        .unwrap_or_else(|| (num_cpus() / jobs).max(1));
+    let terminal = std::io::stdout().is_terminal();
+    let multi = MultiProgress::with_draw_target(if terminal {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let overall = multi.add(ProgressBar::new(todo.len() as u64));
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>12} [{bar:30}] {pos}/{len} runs (elapsed {elapsed}, ETA {eta})",
+    ) {
+        overall.set_style(style.progress_chars("=> "));
+    }
+    overall.set_prefix(sweep.file.name.clone());
+    // Plain threads pulling from a shared queue, not a rayon pool: a rayon worker that
+    // waits on another pool (polars writes parquet on its own pool) keeps busy by starting
+    // the next queued job on the same stack, which interleaves whole training runs.
+    let queue = Mutex::new(todo.iter());
+    let finished = Mutex::new(Vec::new());
+    let total = todo.len();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    let Some(run) = next else { break };
+                    let dir = RunDir::new(root.join(&run.id));
+                    let bar = multi.insert_before(&overall, ProgressBar::new(0));
+                    bar.set_prefix(format!("{} {}", run.size, run.arm));
+                    let train_opts = TrainOptions {
+                        threads: Some(threads),
+                        progress: Some(bar.clone()),
+                        ..opts.train.clone()
+                    };
+                    let outcome = train_locked(run, &dir, &train_opts);
+                    bar.finish_and_clear();
+                    multi.remove(&bar);
+                    overall.inc(1);
+                    let mut done = finished.lock().unwrap_or_else(|e| e.into_inner());
+                    if !terminal {
+                        println!(
+                            "[{}/{total}] {}: {}",
+                            done.len() + 1,
+                            describe(run),
+                            outcome_text(&outcome)
+                        );
+                    }
+                    done.push(((*run).clone(), outcome));
+                }
+            });
+        }
+    });
+    let mut outcomes = finished.into_inner().unwrap_or_else(|e| e.into_inner());
+    // Report in sweep order, whatever order the jobs finished in.
+    outcomes.sort_by_key(|(run, _)| todo.iter().position(|r| r.id == run.id));
+    overall.finish_and_clear();
+    report.outcomes.extend(outcomes);
+    Ok(report)
+}
+
+fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutcome {
+    // A reader probing the lock (`attnres status`) holds it for an instant: look twice.
+    let lock = match RunLock::try_acquire(dir) {
+        Ok(None) => {
+            std::thread::sleep(Duration::from_millis(200));
+            RunLock::try_acquire(dir)
+        }
+        other => other,
+    };
+    let _lock = match lock {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            return RunOutcome::Busy(
+                RunLock::holder(dir).unwrap_or_else(|| "another process".into()),
+            );
+        }
+        Err(e) => return RunOutcome::Failed(e.to_string()),
+    };
+    match train(&run.spec, dir, opts) {
+        Ok(Outcome::Done(s)) => RunOutcome::Trained {
+            val_loss: s.loss_val,
+            wall_s: s.wall_s,
+        },
+        Ok(Outcome::AlreadyDone) => RunOutcome::AlreadyDone,
+        Ok(Outcome::Failed { reason, .. }) => RunOutcome::Failed(reason),
+        // Not recorded as a failed run: an error outside training (a full disk, a bad
+        // corpus) should not need --retry-failed once fixed.
+        Err(e) => RunOutcome::Failed(format!("{e:#}")),
+    }
+}
+
+pub fn outcome_text(o: &RunOutcome) -> String {
+    match o {
+        RunOutcome::Trained { val_loss, wall_s } => {
+            format!("trained, val loss {val_loss:.4} ({wall_s:.1} s)")
+        }
+        RunOutcome::AlreadyDone => "done already".into(),
+        RunOutcome::Busy(who) => format!("skipped: trained by {who}"),
+        RunOutcome::FailedBefore => "failed before (use --retry-failed)".into(),
+        RunOutcome::Failed(why) => format!("FAILED: {why}"),
+    }
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

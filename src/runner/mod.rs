@@ -1,0 +1,33 @@
+//! Running a sweep: pick the runs that are not done, lock each one, train them in parallel
+//! (`--jobs`), show progress, and report what happened. A failed run never stops the sweep.
+
+mod filter;
+mod local;
+
+pub use filter::Filter;
+pub use local::{RunOutcome, RunnerOptions, SweepReport, outcome_text, run_sweep};
+
+use crate::spec::PlannedRun;
+use crate::store::lock::RunLock;
+use crate::store::{RunDir, RunState, StoreError};
+
+/// A run's state on disk, and who trains it now (if anyone).
+#[derive(Debug, Clone)]
+pub struct RunView {
+    pub state: RunState,
+    pub holder: Option<String>,
+}
+
+pub fn view(dir: &RunDir) -> Result<RunView, StoreError> {
+    let status = dir.read_status()?;
+    let has_checkpoint = crate::train::checkpoint::find(dir).is_some();
+    Ok(RunView {
+        state: RunState::of(status.as_ref(), has_checkpoint),
+        holder: RunLock::holder(dir),
+    })
+}
+
+/// One line naming a run for logs: `1a2b3c4d5e micro block S=4 seed 0`.
+pub fn describe(run: &PlannedRun) -> String {
+    format!("{} {} {} seed {}", run.id, run.size, run.arm, run.seed)
+}

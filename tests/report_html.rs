@@ -1,0 +1,137 @@
+//! `attnres report` on a finished sweep: the figures exist, the Markdown links them, and
+//! report.html loads in headless Chromium with every figure decoded.
+
+#[path = "common/run.rs"]
+mod run;
+
+use std::process::Command;
+
+use run::*;
+
+const SWEEP: &str = "name: rep
+data: {corpus: {synthetic: {task: khop, hops: 2, n_vars: 5, train_examples: 2000, val_examples: 64}}}
+model: {context: 48, head_dim: 16}
+sizes: [nano, {name: wide, d_model: 48, n_blocks: 2}]
+residual: [baseline, full, {variant: block}]
+block_size: [2, 4]
+seeds: [0, 1]
+train: {batch_size: 8, lr: 0.004, budget: {tokens: 6000}, eval_every: 5, eval_batches: 2, checkpoint_every: 0}
+";
+
+#[test]
+fn the_report_renders_every_figure_in_chromium() {
+    let tmp = TempDir::new("report");
+    let sweep = write(tmp.path(), "rep.yaml", SWEEP);
+    let (results, reports) = (tmp.path().join("results"), tmp.path().join("reports"));
+    let o = attnres()
+        .arg("run")
+        .arg(&sweep)
+        .arg("--results")
+        .arg(&results)
+        .args(["--jobs", "2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = attnres()
+        .arg("report")
+        .arg(&sweep)
+        .arg("--results")
+        .arg(&results)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--resamples", "200"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", stderr(&o));
+    let dir = reports.join("rep");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for fig in [
+        "scaling",
+        "multiplier",
+        "training_curves",
+        "layers",
+        "blocks",
+        "block_size",
+        "depth_attention",
+    ] {
+        assert!(
+            dir.join("figures").join(format!("{fig}.png")).is_file(),
+            "missing {fig}.png"
+        );
+        assert!(
+            dir.join("figures").join(format!("{fig}.svg")).is_file(),
+            "missing {fig}.svg"
+        );
+        assert!(
+            md.contains(&format!("figures/{fig}.png")),
+            "report.md does not show {fig}"
+        );
+    }
+    assert!(dir.join("fits.json").is_file());
+    assert!(
+        md.contains("Scaling fits and compute multipliers") && md.contains("block S=2"),
+        "{md}"
+    );
+
+    let html = dir.join("report.html");
+    let text = std::fs::read_to_string(&html).unwrap();
+    let figures: usize = attr(&text, "data-figures").parse().unwrap();
+    assert!(figures >= 7, "{figures} figures");
+    assert!(
+        !text.contains("src=\"figures/"),
+        "report.html must be self-contained"
+    );
+    let chromium = which_chromium()
+        .expect("chromium is not installed: run `make setup` (Debian package `chromium`)");
+    let profile = tmp.path().join("chromium-profile");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+        ])
+        .args([
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--virtual-time-budget=10000", "--dump-dom"])
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dom.contains("<h1>attnres sweep"), "the page did not load");
+    let loaded: usize = attr(&dom, "data-figures-loaded").parse().unwrap_or(0);
+    assert_eq!(
+        loaded, figures,
+        "only {loaded} of {figures} figures rendered"
+    );
+}
+
+fn attr<'a>(text: &'a str, name: &str) -> &'a str {
+    let key = format!("{name}=\"");
+    let start = text.find(&key).map(|i| i + key.len()).unwrap_or(0);
+    let end = text[start..].find('"').map(|i| start + i).unwrap_or(start);
+    &text[start..end]
+}
+
+fn which_chromium() -> Option<String> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(String::from)
+}
