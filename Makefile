@@ -35,15 +35,17 @@ lint: $(LIBTORCH)/.complete
 data: build
 	$(BIN) data fetch shakespeare
 
-# The main job: the quick sweep on CPU, then its report (reports/quick/report.html).
+# The main job: the quick sweep on CPU into results/quick/, then its report in
+# reports/local/quick/report.html (the committed reference report stays untouched).
 quick: data
 	$(BIN) run sweeps/quick.yaml
-	$(BIN) report sweeps/quick.yaml
+	$(BIN) report sweeps/quick.yaml --reports reports/local
 
-# Rebuild every committed report from the committed results; trains nothing.
+# Rebuild every committed report (reports/NAME/) from the committed reference results
+# (results/reference/NAME/); trains nothing.
 report: build
 	for s in $(REPORTED); do \
-	  if [ -d results/$$s ]; then $(BIN) report sweeps/$$s.yaml || exit 1; fi; \
+	  if [ -d results/reference/$$s ]; then $(BIN) report sweeps/$$s.yaml --results results/reference || exit 1; fi; \
 	done
 
 clean:
