@@ -184,13 +184,7 @@ impl Figure for Heatmaps<'_> {
                 ))
                 .map_err(err)?;
         }
-        let label = |v: f64| {
-            if v.abs() < 1.0 {
-                format!("{v:.3}")
-            } else {
-                format!("{v:.3}")
-            }
-        };
+        let label = |v: f64| format!("{v:.3}");
         legend
             .draw(&Text::new(label(lo), (bar_x0 - 60, 10), (FONT, 13)))
             .map_err(err)?;

@@ -65,7 +65,8 @@ impl Figure for Profiles<'_> {
         } else {
             "Sublayer (even: attention, odd: MLP)"
         };
-        let metrics: [(&str, &str, fn(&Profile) -> &Vec<f64>); 3] = [
+        type Metric<'m> = (&'m str, &'m str, fn(&Profile) -> &Vec<f64>);
+        let metrics: [Metric; 3] = [
             ("Hidden-state RMS (input of the layer)", "RMS of x_l", |p| {
                 &p.in_rms
             }),

@@ -44,10 +44,10 @@ pub fn global_norm(model: &Lm, grads: &GradientsParams) -> Result<f32, TensorRea
     if squares.is_empty() {
         return Ok(0.0);
     }
-    Ok(Tensor::cat(squares, 0)
+    Tensor::cat(squares, 0)
         .sum()
         .sqrt()
-        .try_into_scalar::<f32>()?)
+        .try_into_scalar::<f32>()
 }
 
 /// Scales every gradient by `scale` (torch-style clipping after the global norm is known).

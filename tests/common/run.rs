@@ -1,4 +1,5 @@
 //! Helpers for tests that drive the `attnres` binary on tiny runs.
+#![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
