@@ -6,6 +6,18 @@ mod run;
 
 use run::*;
 
+/// `attnres train SPEC --out OUT --threads 2`, run to completion.
+fn train(spec: &std::path::Path, out: &std::path::Path) -> std::process::Output {
+    attnres()
+        .arg("train")
+        .arg(spec)
+        .arg("--out")
+        .arg(out)
+        .args(["--threads", "2"])
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_run_writes_every_file_of_the_run_folder() {
     let tmp = TempDir::new("files");
@@ -15,15 +27,7 @@ fn a_run_writes_every_file_of_the_run_folder() {
         &tiny_spec("{variant: block, block_size: 2}", 12, ""),
     );
     let out = tmp.path().join("run");
-    let o = attnres()
-        .arg("train")
-        .arg(&spec)
-        .arg("--out")
-        .arg(&out)
-        .arg("--threads")
-        .arg("2")
-        .output()
-        .unwrap();
+    let o = train(&spec, &out);
     assert!(o.status.success(), "{}", stderr(&o));
     for file in [
         "spec.json",
@@ -57,13 +61,7 @@ fn a_run_writes_every_file_of_the_run_folder() {
     assert!(last < first, "loss did not fall: {first} -> {last}");
 
     // A second call trains nothing.
-    let again = attnres()
-        .arg("train")
-        .arg(&spec)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let again = train(&spec, &out);
     assert!(String::from_utf8_lossy(&again.stdout).contains("done already"));
 
     // Export and score the finished run.
@@ -103,15 +101,7 @@ fn the_same_spec_gives_the_same_losses_bit_for_bit() {
     let mut runs = Vec::new();
     for name in ["a", "b"] {
         let out = tmp.path().join(name);
-        let o = attnres()
-            .arg("train")
-            .arg(&spec)
-            .arg("--out")
-            .arg(&out)
-            .arg("--threads")
-            .arg("2")
-            .output()
-            .unwrap();
+        let o = train(&spec, &out);
         assert!(o.status.success(), "{}", stderr(&o));
         runs.push(loss_columns(&out));
     }
@@ -126,13 +116,7 @@ fn a_diverging_run_fails_with_its_step_and_reason() {
         .replace("warmup: 2", "warmup: 0");
     let spec = write(tmp.path(), "spec.yaml", &spec);
     let out = tmp.path().join("run");
-    let o = attnres()
-        .arg("train")
-        .arg(&spec)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = train(&spec, &out);
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(
@@ -156,13 +140,7 @@ fn a_missing_corpus_is_a_clear_error_before_training() {
     );
     let spec = write(tmp.path(), "spec.yaml", &spec);
     let out = tmp.path().join("run");
-    let o = attnres()
-        .arg("train")
-        .arg(&spec)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = train(&spec, &out);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(

@@ -118,14 +118,7 @@ impl Figure for BlockSize<'_> {
             .map_err(err)?
             .label("Block AttnRes (95% interval over seeds)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 14))
-            .draw()
-            .map_err(err)?;
+        super::legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
         Ok(())
     }
 }

@@ -132,14 +132,7 @@ impl Figure for Curves<'_> {
                     }
                 }
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK.mix(0.4))
-                .label_font((FONT, 13))
-                .draw()
-                .map_err(err)?;
+            super::legend(&mut chart, SeriesLabelPosition::UpperRight, 13)?;
         }
         let (w, h) = area.dim_in_pixel();
         let note = "thin: train loss (smoothed), thick with dots: validation loss";

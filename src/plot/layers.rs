@@ -131,14 +131,7 @@ impl Figure for Profiles<'_> {
                         PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                     });
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK.mix(0.4))
-                .label_font((FONT, 12))
-                .draw()
-                .map_err(err)?;
+            super::legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
         }
         Ok(())
     }

@@ -73,27 +73,44 @@ pub fn save(
     std::fs::create_dir_all(dir)?;
     let png = dir.join(format!("{name}.png"));
     let svg = dir.join(format!("{name}.svg"));
-    {
-        let area = BitMapBackend::new(&png, size).into_drawing_area();
-        area.fill(&WHITE)
-            .map_err(|e| anyhow::anyhow!("{}: {e:?}", png.display()))?;
-        figure
-            .draw(&area)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", png.display()))?;
-        area.present()
-            .map_err(|e| anyhow::anyhow!("{}: {e:?}", png.display()))?;
-    }
-    {
-        let area = SVGBackend::new(&svg, size).into_drawing_area();
-        area.fill(&WHITE)
-            .map_err(|e| anyhow::anyhow!("{}: {e:?}", svg.display()))?;
-        figure
-            .draw(&area)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", svg.display()))?;
-        area.present()
-            .map_err(|e| anyhow::anyhow!("{}: {e:?}", svg.display()))?;
-    }
+    render(
+        figure,
+        BitMapBackend::new(&png, size).into_drawing_area(),
+        &png,
+    )?;
+    render(
+        figure,
+        SVGBackend::new(&svg, size).into_drawing_area(),
+        &svg,
+    )?;
     Ok(png)
+}
+
+fn render<DB: DrawingBackend>(
+    figure: &impl Figure,
+    area: DrawingArea<DB, Shift>,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let fail = |e: String| anyhow::anyhow!("{}: {e}", path.display());
+    area.fill(&WHITE).map_err(|e| fail(err(e)))?;
+    figure.draw(&area).map_err(fail)?;
+    area.present().map_err(|e| fail(err(e)))
+}
+
+/// The legend box every figure uses.
+pub fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+    font_size: u32,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, font_size))
+        .draw()
+        .map_err(err)
 }
 
 /// `1.5e-6` -> `1.5e-6`, keeping two significant digits for log axes.

@@ -103,14 +103,7 @@ impl Figure for Scaling<'_> {
                     .legend(move |(x, y)| Circle::new((x + 11, y), 5, c.filled()));
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 15))
-            .draw()
-            .map_err(err)?;
+        super::legend(&mut chart, SeriesLabelPosition::UpperRight, 15)?;
         if let Some(fits) = self.fits {
             let lines: Vec<String> = fits
                 .arms
@@ -259,14 +252,7 @@ impl Figure for Multiplier<'_> {
                     PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 15))
-            .draw()
-            .map_err(err)?;
+        super::legend(&mut chart, SeriesLabelPosition::UpperLeft, 15)?;
         Ok(())
     }
 }
