@@ -74,6 +74,25 @@ fn the_report_renders_every_figure_in_chromium() {
         "{md}"
     );
 
+    // Several sweeps side by side (here the same one twice).
+    let o = attnres()
+        .arg("compare")
+        .arg(&sweep)
+        .arg(&sweep)
+        .arg("--results")
+        .arg(&results)
+        .args(["--resamples", "100"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{table}{}", stderr(&o));
+    assert!(
+        table.contains("rep: multiplier [95%]")
+            && table.contains("block S=4")
+            && table.contains("reference"),
+        "{table}"
+    );
+
     let html = dir.join("report.html");
     let text = std::fs::read_to_string(&html).unwrap();
     let figures: usize = attr(&text, "data-figures").parse().unwrap();

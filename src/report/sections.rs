@@ -66,6 +66,34 @@ pub fn build(
     let (size, profiles) = views::final_profiles(&a.runs)?;
     if !profiles.is_empty() {
         doc.h(2, "Magnitudes across depth (Fig. 5)");
+        let blocks = profiles
+            .iter()
+            .map(|p| p.in_rms.len() / 2)
+            .max()
+            .unwrap_or(0);
+        let mut header: Vec<String> = vec!["variant".into(), "per block".into()];
+        header.extend((0..blocks).map(|b| format!("block {b}")));
+        header.push("max / min".into());
+        let mut rows = Vec::new();
+        for p in &profiles {
+            for (name, values) in [
+                ("hidden-state RMS", &p.in_rms),
+                ("output RMS", &p.out_rms),
+                ("gradient norm", &p.grad_norm),
+            ] {
+                let per_block: Vec<f64> = values.chunks(2).map(|c| c.iter().sum()).collect();
+                let (lo, hi) = per_block
+                    .iter()
+                    .fold((f64::INFINITY, 0.0f64), |(a, b), &v| (a.min(v), b.max(v)));
+                let mut row = vec![p.arm.clone(), name.to_string()];
+                row.extend(per_block.iter().map(|v| format!("{v:.3}")));
+                row.push(format!("{:.2}", hi / lo));
+                rows.push(row);
+            }
+        }
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        doc.p(format!("At the end of training, size {size}, mean over seeds; each Transformer block sums its two sublayers (SPEC section 8)."));
+        doc.table(&header, rows);
         for png in plot::layer_profiles(
             figs,
             &format!("{}: size {size}, end of training", f.name),
