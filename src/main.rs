@@ -5,6 +5,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of stdout goes away
+    // (`attnres plan ... | head`) instead of panicking on a broken pipe.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = attnres::cli::Cli::parse();
     match attnres::cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,

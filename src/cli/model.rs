@@ -235,9 +235,11 @@ pub fn render_table(configs: &[ModelConfig]) -> String {
         }
         out.push('\n');
     }
-    out.push_str(
-        "\ndepth sources per mixing step (AttnRes: l0..l{L-1}, out; DenseFormer: per block):\n",
-    );
+    out.push_str(&format!(
+        "\ndepth sources per mixing step (AttnRes: layers l0..l{}, then the output; \
+         DenseFormer: after each block):\n",
+        first.n_layers() - 1
+    ));
     for c in configs {
         let counts: Vec<String> = depth_source_counts(c)
             .iter()

@@ -174,12 +174,14 @@ impl Figure for Heatmaps<'_> {
         // Colour bar.
         let (w, _) = legend.dim_in_pixel();
         let (bar_x0, bar_x1) = (w as i32 / 4, 3 * w as i32 / 4);
-        for i in 0..200 {
-            let t = i as f64 / 199.0;
+        let steps = 200;
+        let step_px = ((bar_x1 - bar_x0) as f64 / steps as f64).ceil() as i32 + 1;
+        for i in 0..steps {
+            let t = i as f64 / (steps - 1) as f64;
             let x = bar_x0 + ((bar_x1 - bar_x0) as f64 * t) as i32;
             legend
                 .draw(&Rectangle::new(
-                    [(x, 8), (x + 3, 24)],
+                    [(x, 8), (x + step_px, 24)],
                     shade(lo + t * (hi - lo)).filled(),
                 ))
                 .map_err(err)?;
