@@ -143,8 +143,9 @@ impl Doc {
             }
         }
         Ok(format!(
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body data-figures=\"{n}\">\n<h1>{title}</h1>\n{body}<script>{SCRIPT}</script>\n</body>\n</html>\n",
-            title = escape(&self.title),
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body data-figures=\"{n}\">\n<h1>{heading}</h1>\n{body}<script>{SCRIPT}</script>\n</body>\n</html>\n",
+            title = escape(&self.title.replace('`', "")),
+            heading = inline(&self.title),
             n = self.figures(),
         ))
     }
