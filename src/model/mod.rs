@@ -12,6 +12,7 @@ pub mod params;
 pub mod residual;
 pub mod rope;
 pub mod sources;
+pub mod wire;
 
 pub use config::{AttnResConfig, ModelConfig, ResidualConfig};
 pub use lm::{Lm, cross_entropy};
