@@ -19,19 +19,20 @@ seeds: [0, 1]
 train: {batch_size: 8, lr: 0.003, budget: {tokens: 15000}, eval_every: 10, eval_batches: 2, checkpoint_every: 5}
 ";
 
-/// Finished runs and when their summary was written.
+/// Finished runs (status done) and when their status was written.
 fn summary_times(results: &Path) -> Vec<(String, SystemTime)> {
     let Ok(entries) = std::fs::read_dir(results.join("mini")) else {
         return Vec::new();
     };
     let mut out: Vec<_> = entries
         .filter_map(|e| {
-            let p = e.unwrap().path();
-            let t = std::fs::metadata(p.join("summary.json"))
-                .ok()?
-                .modified()
-                .ok()?;
-            Some((p.file_name()?.to_string_lossy().into_owned(), t))
+            let status = e.unwrap().path().join("status.json");
+            if !std::fs::read_to_string(&status).ok()?.contains("\"done\"") {
+                return None;
+            }
+            let t = std::fs::metadata(&status).ok()?.modified().ok()?;
+            let id = status.parent()?.file_name()?.to_string_lossy().into_owned();
+            Some((id, t))
         })
         .collect();
     out.sort();
