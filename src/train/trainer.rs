@@ -155,7 +155,7 @@ impl<'a> Trainer<'a> {
         while state.step < self.total_steps {
             let step_start = Instant::now();
             let rows = spec.sequences_in_step(state.step);
-            let (loss, grads) = self.gradients(&model, state.step, rows)?;
+            let (loss, mut grads) = self.gradients(&model, state.step, rows)?;
             if !loss.is_finite() {
                 let reason = format!("loss became {loss} at step {}", state.step + 1);
                 dir.write_status(&Status::Failed {
@@ -168,20 +168,20 @@ impl<'a> Trainer<'a> {
                     reason,
                 });
             }
-            let mut grads = grads;
-            let norm = optimizer::global_norm(&model, &grads)?;
-            let clip = spec.train.grad_clip as f32;
-            if clip > 0.0 && norm > clip {
-                optimizer::scale_grads(&model, &mut grads, clip / norm);
-            }
             let done = state.step + 1;
             let eval_now =
                 done.is_multiple_of(spec.train.eval_every as u64) || done == self.total_steps;
+            // The probe is the raw gradient, before clipping rescales it.
             let grad_norms = if eval_now {
                 Some(optimizer::layer_grad_norms(&model, &grads)?)
             } else {
                 None
             };
+            let norm = optimizer::global_norm(&model, &grads)?;
+            let clip = spec.train.grad_clip as f32;
+            if clip > 0.0 && norm > clip {
+                optimizer::scale_grads(&model, &mut grads, clip / norm);
+            }
             let lr = spec.train.lr_at(state.step, self.total_steps);
             model = optim.step(lr, model, grads);
             state.step = done;
