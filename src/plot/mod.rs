@@ -22,7 +22,7 @@ pub use scaling::{multiplier_curve, scaling};
 pub const FONT: &str = "sans-serif";
 
 /// Colours by arm, readable on white and distinct in greyscale order.
-pub const PALETTE: [RGBColor; 8] = [
+pub const PALETTE: [RGBColor; 12] = [
     RGBColor(33, 33, 33),    // baseline: near-black
     RGBColor(0, 114, 178),   // blue
     RGBColor(213, 94, 0),    // vermillion
@@ -31,6 +31,10 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(230, 159, 0),   // orange
     RGBColor(86, 180, 233),  // sky
     RGBColor(120, 94, 60),   // brown
+    RGBColor(0, 128, 128),   // teal
+    RGBColor(150, 150, 0),   // olive
+    RGBColor(170, 0, 120),   // magenta
+    RGBColor(130, 130, 130), // grey
 ];
 
 pub fn color(i: usize) -> RGBColor {
