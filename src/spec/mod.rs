@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod expand;
+pub mod grid;
 pub mod locate;
 pub mod presets;
 pub mod run;
