@@ -8,7 +8,7 @@ use clap::Args;
 use super::InputError;
 use crate::analysis::fit::EMode;
 use crate::analysis::multiplier::{FitOptions, FitReport, RunPoint, analyse};
-use crate::report::sections::fit_rows;
+use crate::report::tables::fit_rows;
 use crate::report::{AnalysisOptions, analyse_sweeps, write_report};
 use crate::spec::Sweep;
 

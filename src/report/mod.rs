@@ -3,6 +3,7 @@
 
 pub mod doc;
 pub mod sections;
+pub mod tables;
 
 use std::path::{Path, PathBuf};
 
