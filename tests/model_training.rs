@@ -3,7 +3,7 @@
 mod common;
 
 use attnres::model::params::{named_grads, named_params};
-use attnres::model::residual::Residual;
+use attnres::model::residual::{Residual, Trace};
 use attnres::model::{Lm, cross_entropy};
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Int, Tensor};
@@ -115,4 +115,52 @@ fn every_variant_overfits_a_fixed_batch() {
             config.residual.label()
         );
     }
+}
+
+/// Largest change of any mean depth weight made by one AdamW step from init, at width 64.
+fn depth_weight_change_after_one_step(residual: attnres::model::ResidualConfig) -> f32 {
+    let device = test_device().autodiff();
+    let config = attnres::model::ModelConfig {
+        d_model: 64,
+        n_heads: 2,
+        ..tiny(residual)
+    };
+    let model = Lm::init(&config, 5, &device).unwrap();
+    let (input, target) = batch(6, 4, 12, 37);
+    let weights = |model: &Lm| {
+        let mut trace = Trace::default();
+        model.forward_traced(input.clone(), &mut trace);
+        trace.read().unwrap().depth_attn.concat()
+    };
+    let before = weights(&model);
+    let grads = GradientsParams::from_grads(loss(&model, &input, &target).backward(), &model);
+    let model = AdamWConfig::new()
+        .with_weight_decay(0.0)
+        .init()
+        .step(3e-3, model, grads);
+    max_abs_diff(&before, &weights(&model))
+}
+
+/// An input-dependent query `W . RMSNorm(v) / d` moves the depth weights about as far per
+/// step as a pseudo-query does. Without the `1/d`, Adam's per-entry steps on the `d x d`
+/// matrix moved the logits about `d` times faster, and on Shakespeare the softmax saturated.
+#[test]
+fn input_dependent_query_moves_like_a_pseudo_query() {
+    let input_dependent = {
+        let mut c = attnres::model::config::AttnResConfig::block(1);
+        c.query = attnres::model::config::QueryKind::InputDependent;
+        attnres::model::ResidualConfig::AttnRes(c)
+    };
+    let pseudo = depth_weight_change_after_one_step(attnres::model::ResidualConfig::full());
+    let dependent = depth_weight_change_after_one_step(input_dependent);
+    assert!(pseudo > 0.0 && dependent > 0.0, "{pseudo} {dependent}");
+    let ratio = dependent / pseudo;
+    eprintln!(
+        "depth-weight change after one step: input-dependent {dependent:.5}, pseudo-query {pseudo:.5}, ratio {ratio:.2}"
+    );
+    assert!(
+        (0.125..8.0).contains(&ratio),
+        "one step moved the depth weights by {dependent:.5} (input-dependent) against \
+         {pseudo:.5} (pseudo-query): ratio {ratio:.2}"
+    );
 }

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, color, err, padded, sci};
+use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, padded, sci};
 
 /// One run's curve.
 #[derive(Debug, Clone)]
@@ -52,8 +52,16 @@ pub fn training_curves(
         &fig,
         dir,
         "training_curves",
-        (520 * cols.max(1), 420 * rows.max(1) + 50),
+        (
+            560 * cols.max(1) + SIDE_LEGEND_WIDTH,
+            420 * rows.max(1) + 50,
+        ),
     )
+}
+
+/// A run's train curve smoothed over a fiftieth of its steps.
+fn smooth_run(r: &RunCurve) -> Vec<(f64, f64)> {
+    smooth(&r.train, (r.train.len() / 50).max(1))
 }
 
 /// Smooths a noisy train curve with a trailing mean over `window` steps.
@@ -76,18 +84,23 @@ impl Figure for Curves<'_> {
         title_area.titled(&self.title, (FONT, 22)).map_err(err)?;
         let cols = self.sizes.len().min(3);
         let rows = self.sizes.len().div_ceil(3);
-        let panels = body.split_evenly((rows.max(1), cols.max(1)));
+        let (w, _) = body.dim_in_pixel();
+        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
+        let panels = plots.split_evenly((rows.max(1), cols.max(1)));
         for (size, panel) in self.sizes.iter().zip(panels.iter()) {
             let runs: Vec<&RunCurve> = self.runs.iter().filter(|r| &r.size == size).collect();
             let xs = runs.iter().flat_map(|r| r.train.iter().map(|p| p.0));
             let x1 = xs.fold(1.0f64, f64::max);
-            // Skip the first steps' near-uniform loss so the interesting range is visible.
-            let ys = runs.iter().flat_map(|r| {
-                r.train
+            // The range of what is drawn (smoothed train loss, validation loss), skipping the
+            // first tenth of training so that the interesting range is visible.
+            let smoothed: Vec<Vec<(f64, f64)>> = runs.iter().map(|r| smooth_run(r)).collect();
+            let ys = runs.iter().zip(&smoothed).flat_map(|(r, train)| {
+                let skip = |n: usize| n / 10;
+                train
                     .iter()
-                    .skip(r.train.len() / 20)
+                    .skip(skip(train.len()))
+                    .chain(r.val.iter().skip(skip(r.val.len())))
                     .map(|p| p.1)
-                    .chain(r.val.iter().map(|p| p.1))
             });
             let (y0, y1) = padded(ys, 0.05);
             let mut chart = ChartBuilder::on(panel)
@@ -108,40 +121,31 @@ impl Figure for Curves<'_> {
                 .light_line_style(WHITE.mix(0.0))
                 .draw()
                 .map_err(err)?;
-            for (i, arm) in self.arms.iter().enumerate() {
+            for (r, train) in runs.iter().zip(smoothed) {
+                let i = self.arms.iter().position(|a| a == &r.arm).unwrap_or(0);
                 let c = color(i);
-                let mut labelled = false;
-                for r in runs.iter().filter(|r| &r.arm == arm) {
-                    let window = (r.train.len() / 50).max(1);
-                    chart
-                        .draw_series(LineSeries::new(
-                            smooth(&r.train, window),
-                            c.mix(0.45).stroke_width(1),
-                        ))
-                        .map_err(err)?;
-                    let val = chart
-                        .draw_series(
-                            LineSeries::new(r.val.clone(), c.stroke_width(2)).point_size(3),
-                        )
-                        .map_err(err)?;
-                    if !labelled {
-                        val.label(arm.clone()).legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                        });
-                        labelled = true;
-                    }
-                }
+                chart
+                    .draw_series(LineSeries::new(train, c.mix(0.45).stroke_width(1)))
+                    .map_err(err)?;
+                chart
+                    .draw_series(LineSeries::new(r.val.clone(), c.stroke_width(2)).point_size(3))
+                    .map_err(err)?;
             }
-            super::legend(&mut chart, SeriesLabelPosition::UpperRight, 13)?;
         }
-        let (w, h) = area.dim_in_pixel();
-        let note = "thin: train loss (smoothed), thick with dots: validation loss";
-        area.draw(&Text::new(
-            note,
-            (w as i32 - 420, h as i32 - 16),
-            (FONT, 12).into_font().color(&BLACK.mix(0.6)),
-        ))
-        .map_err(err)?;
-        Ok(())
+        let entries: Vec<(String, RGBColor)> = self
+            .arms
+            .iter()
+            .enumerate()
+            .map(|(i, arm)| (arm.clone(), color(i)))
+            .collect();
+        super::side_legend(
+            &legend_area,
+            &entries,
+            &[
+                "thin: train loss (smoothed)",
+                "thick with dots: validation loss",
+                "one line per seed",
+            ],
+        )
     }
 }

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, color, err, log_ticks, padded_log, sci};
+use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, log_ticks, padded_log, sci};
 
 /// One variant's profile at the end of training, one value per sublayer.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ pub fn layer_profiles(
             },
             dir,
             "layers",
-            (1500, 480),
+            (1500 + SIDE_LEGEND_WIDTH, 480),
         )?,
         super::save(
             &Profiles {
@@ -46,7 +46,7 @@ pub fn layer_profiles(
             },
             dir,
             "blocks",
-            (1500, 480),
+            (1500 + SIDE_LEGEND_WIDTH, 480),
         )?,
     ])
 }
@@ -59,7 +59,9 @@ impl Figure for Profiles<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let (title_area, body) = area.split_vertically(44);
         title_area.titled(&self.title, (FONT, 21)).map_err(err)?;
-        let panels = body.split_evenly((1, 3));
+        let (w, _) = body.dim_in_pixel();
+        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
+        let panels = plots.split_evenly((1, 3));
         let unit = if self.per_block {
             "Transformer block"
         } else {
@@ -115,24 +117,28 @@ impl Figure for Profiles<'_> {
                 .light_line_style(WHITE.mix(0.0))
                 .draw()
                 .map_err(err)?;
-            for (i, (arm, values)) in series.iter().enumerate() {
-                let c = color(i);
+            for (i, (_, values)) in series.iter().enumerate() {
                 chart
                     .draw_series(
                         LineSeries::new(
                             values.iter().enumerate().map(|(l, &v)| (l as f64, v)),
-                            c.stroke_width(2),
+                            color(i).stroke_width(2),
                         )
                         .point_size(3),
                     )
-                    .map_err(err)?
-                    .label(arm.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                    });
+                    .map_err(err)?;
             }
-            super::legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
         }
-        Ok(())
+        let entries: Vec<(String, RGBColor)> = self
+            .profiles
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.arm.clone(), color(i)))
+            .collect();
+        super::side_legend(
+            &legend_area,
+            &entries,
+            &["mean over seeds,", "end of training"],
+        )
     }
 }

@@ -117,6 +117,41 @@ pub fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
         .map_err(err)
 }
 
+/// Width in pixels of the legend column that [`side_legend`] draws.
+pub const SIDE_LEGEND_WIDTH: u32 = 250;
+
+/// One legend for all panels of a figure, drawn as a column in `area` (right of the
+/// panels), so that no entry covers data however many arms a sweep has. Each entry is an
+/// arm name and its colour; `notes` are grey lines under the entries (how to read the lines).
+pub fn side_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[(String, RGBColor)],
+    notes: &[&str],
+) -> Result<(), String> {
+    let (x, mut y) = (12, 50);
+    let font = (FONT, 13).into_font();
+    for (label, c) in entries {
+        area.draw(&PathElement::new(
+            vec![(x, y), (x + 22, y)],
+            c.stroke_width(3),
+        ))
+        .map_err(err)?;
+        area.draw(&Circle::new((x + 11, y), 3, c.filled()))
+            .map_err(err)?;
+        area.draw(&Text::new(label.clone(), (x + 30, y - 8), font.clone()))
+            .map_err(err)?;
+        y += 22;
+    }
+    y += 10;
+    let grey = (FONT, 12).into_font().color(&BLACK.mix(0.6));
+    for note in notes {
+        area.draw(&Text::new(note.to_string(), (x, y), grey.clone()))
+            .map_err(err)?;
+        y += 18;
+    }
+    Ok(())
+}
+
 /// `1.5e-6` -> `1.5e-6`, keeping two significant digits for log axes.
 pub fn sci(x: f64) -> String {
     if x == 0.0 {

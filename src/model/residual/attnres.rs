@@ -16,7 +16,7 @@ use crate::model::sources::attnres_source_counts;
 pub enum Scorer {
     /// `logit_i = w . KeyNorm(v_i)` with a learned pseudo-query `w` (the method).
     PseudoQuery(PseudoQuery),
-    /// `w = W . RMSNorm(last source)`, per token.
+    /// `w = W . RMSNorm(last source) / d`, per token.
     InputQuery(InputQuery),
     /// One learned scalar logit per source.
     StaticLogits(StaticLogits),
@@ -29,6 +29,11 @@ pub struct PseudoQuery {
     pub key_norm: Option<RmsNorm>,
 }
 
+/// The query is divided by `d` (the fan-in of `W`, as muP does for hidden matrices) so that
+/// one Adam step moves it about as far as it moves a pseudo-query: Adam changes each of the
+/// `d^2` entries of `W` by about the learning rate, which without the `1/d` moves each query
+/// entry, and so the logits, `d` times faster than the `d` entries of `w`. Unscaled, the
+/// first steps saturated the softmax onto single sources and training stalled (README).
 #[derive(Module, Debug)]
 pub struct InputQuery {
     /// `[d, d]`, zero at init.
@@ -137,9 +142,10 @@ impl DepthMix {
                     .query_norm
                     .forward(last.clone())
                     .matmul(s.proj.val().unsqueeze()); // [B, T, d]
+                let fan_in = 1.0 / d as f64;
                 let query = match gain(&s.key_norm) {
-                    Some(g) => query * g.unsqueeze::<3>(),
-                    None => query,
+                    Some(g) => query * (g * fan_in).unsqueeze::<3>(),
+                    None => query * fan_in,
                 };
                 score(query.reshape([b, t, h, dh]))
             }
