@@ -3,17 +3,43 @@
 
 fn main() {
     println!("cargo:rerun-if-env-changed=LIBTORCH");
-    // The commit goes into every run's summary.json.
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    println!("cargo:rerun-if-changed=.git/refs/heads");
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
+    // The commit goes into every run's summary.json, marked `-dirty` when the code that
+    // builds the binary differs from it (results must not name a commit they did not run).
+    for path in [
+        ".git/HEAD",
+        ".git/refs/heads",
+        ".git/index",
+        "src",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={path}");
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+    };
+    let commit = match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(head) => {
+            let changed = git(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                "src",
+                "build.rs",
+                "Cargo.toml",
+                "Cargo.lock",
+            ]);
+            let dirty = changed.is_none_or(|c| !c.trim().is_empty());
+            format!("{}{}", head.trim(), if dirty { "-dirty" } else { "" })
+        }
+        None => "unknown".into(),
+    };
     println!("cargo:rustc-env=ATTNRES_GIT_COMMIT={commit}");
     if std::env::var_os("CARGO_FEATURE_TCH").is_none() {
         return;
