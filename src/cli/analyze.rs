@@ -307,7 +307,13 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
         }
         columns.push((sweep.file.name.clone(), a, largest));
     }
-    print!("{:<24}", "arm");
+    let width = arms
+        .iter()
+        .map(|a| a.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(3);
+    print!("{:<width$}", "arm");
     for (name, _, largest) in &columns {
         print!(
             "  {:>28}  {:>16}",
@@ -317,7 +323,7 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
     }
     println!();
     for arm in &arms {
-        print!("{arm:<24}");
+        print!("{arm:<width$}");
         for (_, a, largest) in &columns {
             let m = match &a.fits {
                 Ok(r) => match r.arms.iter().find(|x| &x.arm == arm) {
