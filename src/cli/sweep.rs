@@ -64,7 +64,9 @@ pub struct RunArgs {
 pub fn run_plan(args: SweepArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.load()?;
     let root = sweep.results_dir(&args.results);
-    let speed = measured_speed(&root).unwrap_or(ASSUMED_FLOPS_PER_S);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let measured = measured_speed(&root, cores);
+    let speed = measured.unwrap_or(ASSUMED_FLOPS_PER_S);
     println!(
         "sweep {} ({}): {} runs{}",
         sweep.file.name,
@@ -118,12 +120,12 @@ pub fn run_plan(args: SweepArgs) -> anyhow::Result<()> {
         }
     }
     println!(
-        "\ntotal: {n} runs, {} tokens, {flops:.3e} FLOPs ({:.3e} PF-days); left to train: ~{} at {:.0} GFLOP/s{}",
+        "\ntotal: {n} runs, {} tokens, {flops:.3e} FLOPs ({:.3e} PF-days); left to train: ~{} at {:.0} GFLOP/s with all {cores} cores busy{}",
         thousands(tokens),
         flops / PFLOPS_DAY,
         duration(seconds),
         speed / 1e9,
-        if measured_speed(&root).is_some() {
+        if measured.is_some() {
             " (measured on finished runs)"
         } else {
             " (assumed; measured once runs finish)"
@@ -243,19 +245,21 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
 }
 
 /// Median training FLOP/s of the finished runs under `root`.
-fn measured_speed(root: &Path) -> Option<f64> {
-    let mut speeds: Vec<f64> = std::fs::read_dir(root)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| crate::store::read_json::<Summary>(&e.path().join("summary.json")).ok())
-        .filter(|s| s.wall_s > 0.0)
-        .map(|s| s.flops_exact / s.wall_s)
-        .collect();
-    if speeds.is_empty() {
-        return None;
+/// The speed of this machine with all `cores` busy, measured on a sweep's finished runs:
+/// FLOPs per thread-second (a run with `--jobs 2` on two cores had one thread), weighted by
+/// FLOPs so that the large runs, which decide the time left, dominate the small ones.
+fn measured_speed(root: &Path, cores: usize) -> Option<f64> {
+    let (mut flops, mut thread_seconds) = (0.0, 0.0);
+    for entry in std::fs::read_dir(root).ok()?.filter_map(|e| e.ok()) {
+        let Ok(s) = crate::store::read_json::<Summary>(&entry.path().join("summary.json")) else {
+            continue;
+        };
+        if s.wall_s > 0.0 {
+            flops += s.flops_exact;
+            thread_seconds += s.wall_s * s.threads.unwrap_or(cores).max(1) as f64;
+        }
     }
-    speeds.sort_by(f64::total_cmp);
-    Some(speeds[speeds.len() / 2])
+    (thread_seconds > 0.0).then(|| flops / thread_seconds * cores as f64)
 }
 
 /// `95` -> `1m35s`, `7300` -> `2h01m`.
