@@ -64,7 +64,9 @@ impl Figure for BlockSize<'_> {
             .configure_mesh()
             .x_desc("Block size S (layers per block, log2 axis)")
             .y_desc("Validation loss (nats/token)")
-            .x_labels(((x1 + 0.5) as usize).max(2))
+            // Twice the integer positions, so that plotters offers every power of two (the
+            // formatter blanks the half steps).
+            .x_labels((2.0 * (x1 + 0.5)) as usize + 1)
             .x_label_formatter(&|x| {
                 let s = x.exp2();
                 if (s - s.round()).abs() < 1e-6 && x.fract().abs() < 1e-6 {
