@@ -8,7 +8,6 @@ fn main() {
     for path in [
         ".git/HEAD",
         ".git/refs/heads",
-        ".git/index",
         "src",
         "Cargo.toml",
         "Cargo.lock",

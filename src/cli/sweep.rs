@@ -244,7 +244,6 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Median training FLOP/s of the finished runs under `root`.
 /// The speed of this machine with all `cores` busy, measured on a sweep's finished runs:
 /// FLOPs per thread-second (a run with `--jobs 2` on two cores had one thread), weighted by
 /// FLOPs so that the large runs, which decide the time left, dominate the small ones.
