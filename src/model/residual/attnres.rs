@@ -142,10 +142,10 @@ impl DepthMix {
                     .query_norm
                     .forward(last.clone())
                     .matmul(s.proj.val().unsqueeze()); // [B, T, d]
-                let fan_in = 1.0 / d as f64;
+                let scale = 1.0 / d as f64; // 1 / fan-in of W
                 let query = match gain(&s.key_norm) {
-                    Some(g) => query * (g * fan_in).unsqueeze::<3>(),
-                    None => query * fan_in,
+                    Some(g) => query * (g * scale).unsqueeze::<3>(),
+                    None => query * scale,
                 };
                 score(query.reshape([b, t, h, dh]))
             }
