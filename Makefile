@@ -24,7 +24,7 @@ $(LIBTORCH)/.complete:
 build: $(LIBTORCH)/.complete
 	$(CARGO) build --release --locked --features $(FEATURES)
 
-test: setup
+test: setup data
 	$(CARGO) test --release --locked --features $(FEATURES)
 
 lint: $(LIBTORCH)/.complete

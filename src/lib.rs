@@ -7,6 +7,8 @@ pub mod analysis;
 pub mod backend;
 pub mod cli;
 pub mod data;
+pub mod error;
+pub mod fmt;
 pub mod model;
 pub mod plot;
 pub mod report;

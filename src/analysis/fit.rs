@@ -48,6 +48,11 @@ impl Law {
     }
 }
 
+/// `C_base(L_m(C)) / C`: how much more compute the baseline needs to match arm `m` at `C`.
+pub fn multiplier_at(base: &Law, arm: &Law, c: f64) -> f64 {
+    base.compute_for(arm.loss(c)) / c
+}
+
 /// The fitted laws of every arm (same order as the input) and the final objective.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fit {
@@ -66,13 +71,36 @@ fn huber(r: f64) -> (f64, f64) {
     }
 }
 
-/// Parameters: `[log E (absent for E = 0 or per arm), then per arm: log A, alpha (, log E)]`.
+/// Parameters: `[log E (absent for E = 0 or per arm), then per arm: q, alpha (, log E)]`,
+/// where `q = log(A C0^-alpha)` is the log of the power term at `C0`, the geometric mean of
+/// the computes. Centring `ln C` this way decorrelates `q` from `alpha` (with `ln C` near
+/// -18, `log A` and `alpha` move almost in lockstep), so L-BFGS converges in far fewer steps
+/// and fewer starts stall early. The fitted law is the same.
 struct Problem<'a> {
     arms: &'a [ArmPoints],
     mode: EMode,
+    log_c0: f64,
 }
 
-impl Problem<'_> {
+impl<'a> Problem<'a> {
+    fn new(arms: &'a [ArmPoints], mode: EMode) -> Self {
+        let logs: Vec<f64> = arms
+            .iter()
+            .flat_map(|a| a.compute.iter().map(|c| c.ln()))
+            .collect();
+        let log_c0 = if logs.is_empty() {
+            0.0
+        } else {
+            logs.iter().sum::<f64>() / logs.len() as f64
+        };
+        Self { arms, mode, log_c0 }
+    }
+
+    /// `q` for a law's `log A` and `alpha`.
+    fn centred(&self, log_a: f64, alpha: f64) -> f64 {
+        log_a - alpha * self.log_c0
+    }
+
     fn per_arm(&self) -> usize {
         if self.mode == EMode::PerArm { 3 } else { 2 }
     }
@@ -93,9 +121,9 @@ impl Problem<'_> {
     fn laws(&self, p: &[f64]) -> Vec<Law> {
         (0..self.arms.len())
             .map(|k| {
-                let (log_a, alpha, log_e) = self.unpack(p, k);
+                let (q, alpha, log_e) = self.unpack(p, k);
                 Law {
-                    a: log_a.exp(),
+                    a: (q + alpha * self.log_c0).exp(),
                     alpha,
                     e: log_e.map_or(0.0, f64::exp),
                 }
@@ -108,17 +136,18 @@ impl Problem<'_> {
         let mut grad = vec![0.0; p.len()];
         let mut total = 0.0;
         for (k, arm) in self.arms.iter().enumerate() {
-            let (log_a, alpha, log_e) = self.unpack(p, k);
+            let (q, alpha, log_e) = self.unpack(p, k);
             let base = self.offset() + k * self.per_arm();
             for (&c, &l) in arm.compute.iter().zip(&arm.loss) {
-                let power = (log_a - alpha * c.ln()).exp(); // A C^-alpha
+                let x = c.ln() - self.log_c0;
+                let power = (q - alpha * x).exp(); // A C^-alpha
                 let e = log_e.map_or(0.0, f64::exp);
                 let pred = (e + power).ln();
                 let (h, dh) = huber(pred - l.ln());
                 total += h;
                 let share = power / (e + power);
                 grad[base] += dh * share;
-                grad[base + 1] += dh * share * -c.ln();
+                grad[base + 1] += dh * share * -x;
                 match self.mode {
                     EMode::Shared => grad[0] += dh * (1.0 - share),
                     EMode::PerArm => grad[base + 2] += dh * (1.0 - share),
@@ -146,8 +175,16 @@ impl Gradient for Problem<'_> {
     }
 }
 
-/// Fits every arm; `None` when some arm has fewer than two distinct compute values.
+/// Fits every arm from the grid of starts; `None` when some arm has fewer than two
+/// distinct compute values.
 pub fn fit(arms: &[ArmPoints], mode: EMode) -> Option<Fit> {
+    fit_with(arms, mode, None)
+}
+
+/// The bootstrap's refit: the same grid of starts as [`fit`] (so a resample can land in
+/// another basin than the full fit), plus `warm` as one more start. Taking the best of
+/// both can only lower the objective, never narrow the search.
+pub fn fit_with(arms: &[ArmPoints], mode: EMode, warm: Option<&[Law]>) -> Option<Fit> {
     if arms.is_empty() || arms.iter().any(|a| distinct(&a.compute) < 2) {
         return None;
     }
@@ -155,24 +192,29 @@ pub fn fit(arms: &[ArmPoints], mode: EMode) -> Option<Fit> {
         .iter()
         .flat_map(|a| a.loss.iter().copied())
         .fold(f64::INFINITY, f64::min);
-    let problem = Problem { arms, mode };
+    let problem = Problem::new(arms, mode);
     let e_fractions: &[f64] = if mode == EMode::Zero {
         &[0.0]
     } else {
         &[0.1, 0.4, 0.7, 0.9]
     };
-    let mut best: Option<(f64, Vec<f64>)> = None;
+    let mut starts = Vec::new();
     for &alpha in &[0.02, 0.05, 0.1, 0.2, 0.4] {
         for &frac in e_fractions {
-            let e = frac * min_loss;
-            let start = start_point(&problem, alpha, e);
-            let Some(p) = minimise(&problem, start) else {
-                continue;
-            };
-            let obj = problem.eval(&p).0;
-            if obj.is_finite() && best.as_ref().is_none_or(|(b, _)| obj < *b) {
-                best = Some((obj, p));
-            }
+            starts.push(start_point(&problem, alpha, frac * min_loss));
+        }
+    }
+    if let Some(laws) = warm {
+        starts.push(warm_start(&problem, laws));
+    }
+    let mut best: Option<(f64, Vec<f64>)> = None;
+    for start in starts {
+        let Some(p) = minimise(&problem, start) else {
+            continue;
+        };
+        let obj = problem.eval(&p).0;
+        if obj.is_finite() && best.as_ref().is_none_or(|(b, _)| obj < *b) {
+            best = Some((obj, p));
         }
     }
     best.map(|(objective, p)| Fit {
@@ -181,29 +223,45 @@ pub fn fit(arms: &[ArmPoints], mode: EMode) -> Option<Fit> {
     })
 }
 
-/// A refit warm-started from `laws` (the bootstrap's path: one start, near the answer).
-pub fn fit_from(arms: &[ArmPoints], mode: EMode, laws: &[Law]) -> Option<Fit> {
-    if arms.iter().any(|a| distinct(&a.compute) < 2) {
+/// A refit from `laws` alone (one start): for a small perturbation of the data, where the
+/// answer must stay in the same basin.
+pub fn refine(arms: &[ArmPoints], mode: EMode, laws: &[Law]) -> Option<Fit> {
+    if arms.is_empty() || arms.iter().any(|a| distinct(&a.compute) < 2) {
         return None;
     }
-    let problem = Problem { arms, mode };
-    let mut start = Vec::new();
-    if mode == EMode::Shared {
-        start.push(laws[0].e.max(1e-6).ln());
-    }
-    for law in laws {
-        start.push(law.a.ln());
-        start.push(law.alpha);
-        if mode == EMode::PerArm {
-            start.push(law.e.max(1e-6).ln());
-        }
-    }
-    let p = minimise(&problem, start)?;
+    let problem = Problem::new(arms, mode);
+    let p = minimise(&problem, warm_start(&problem, laws))?;
     let objective = problem.eval(&p).0;
     objective.is_finite().then(|| Fit {
         laws: problem.laws(&p),
         objective,
     })
+}
+
+/// The parameter vector of `laws`.
+fn warm_start(problem: &Problem, laws: &[Law]) -> Vec<f64> {
+    let mode = problem.mode;
+    let mut start = Vec::new();
+    if mode == EMode::Shared {
+        start.push(laws[0].e.max(1e-6).ln());
+    }
+    for law in laws {
+        start.push(problem.centred(law.a.ln(), law.alpha));
+        start.push(law.alpha);
+        if mode == EMode::PerArm {
+            start.push(law.e.max(1e-6).ln());
+        }
+    }
+    start
+}
+
+/// Number of fitted parameters for `arms` arms.
+pub fn parameter_count(arms: usize, mode: EMode) -> usize {
+    match mode {
+        EMode::Shared => 1 + 2 * arms,
+        EMode::PerArm => 3 * arms,
+        EMode::Zero => 2 * arms,
+    }
 }
 
 fn distinct(xs: &[f64]) -> usize {
@@ -228,7 +286,7 @@ fn start_point(problem: &Problem, alpha: f64, e: f64) -> Vec<f64> {
             .map(|(&c, &l)| ((l - e).max(1e-6)).ln() + alpha * c.ln())
             .sum::<f64>()
             / n;
-        p.push(log_a);
+        p.push(problem.centred(log_a, alpha));
         p.push(alpha);
         if problem.mode == EMode::PerArm {
             p.push(e.max(1e-6).ln());
@@ -246,6 +304,7 @@ fn minimise(problem: &Problem, start: Vec<f64>) -> Option<Vec<f64>> {
         Problem {
             arms: problem.arms,
             mode: problem.mode,
+            log_c0: problem.log_c0,
         },
         solver,
     )

@@ -144,7 +144,7 @@ pub fn depth_frame(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
     Ok(df!("id" => id, "step" => step, "layer" => layer, "source" => source, "weight" => weight)?)
 }
 
-/// Mean and spread of the final validation loss over seeds, per (arm, size): the points of
+/// Mean and spread of the final validation loss over seeds, per (arm, size, budget): the points of
 /// the scaling plot and the block-size and depth/width views.
 pub fn seed_means(runs: &DataFrame, compute_col: &str) -> PolarsResult<DataFrame> {
     runs.clone()
@@ -156,6 +156,7 @@ pub fn seed_means(runs: &DataFrame, compute_col: &str) -> PolarsResult<DataFrame
             col("block_size"),
             col("d_model"),
             col("n_blocks"),
+            col("tokens"),
         ])
         .agg([
             col(compute_col).mean().alias("compute"),

@@ -1,31 +1,32 @@
-//! Compute multipliers with bootstrap intervals (SPEC section 10).
-//!
-//! The unit of resampling is a run group: every arm's run at one (size, seed). Drawing
-//! groups with replacement keeps seeds paired across arms; each resample averages the
-//! seeds of each point, refits, and recomputes the multipliers.
+//! Compute multipliers with bootstrap intervals (SPEC sections 10 and 11), and everything
+//! else `fits.json` says about a comparison: the resampling scheme used, failed and
+//! infinite resamples, the held-out prediction of the largest cell, and per-cell paired
+//! tests against the baseline.
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::fit::{ArmPoints, EMode, Law, fit};
+use super::bootstrap::{Resampler, Resampling, satterthwaite_dof};
+use super::design::Design;
+pub use super::design::RunPoint;
+pub use super::fit::multiplier_at;
+use super::fit::{EMode, Law, fit, fit_with};
+use super::paired::{PairedTable, paired_table};
+use super::stats::{ext_f64, percentile};
+use super::validation::{HoldOut, hold_out_largest};
 
-/// One finished run as the fit sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunPoint {
-    pub arm: String,
-    pub size: String,
-    pub seed: u64,
-    /// PFLOP/s-days.
-    pub compute: f64,
-    pub loss: f64,
-}
-
+/// A point estimate with its 95% bootstrap interval. `hi` is infinite when more than 2.5%
+/// of the resamples gave an infinite multiplier; `lo` is 0 when failed resamples fill the
+/// lower tail (they count at both ends, never dropped).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
+    #[serde(with = "ext_f64")]
     pub value: f64,
+    #[serde(with = "ext_f64")]
     pub lo: f64,
+    #[serde(with = "ext_f64")]
     pub hi: f64,
 }
 
@@ -43,6 +44,9 @@ pub struct ArmFit {
     pub seeds: usize,
     /// Against the baseline at the largest compute; None for the baseline itself.
     pub multiplier: Option<Estimate>,
+    /// Resamples in which this arm's multiplier at the largest compute was infinite (its
+    /// law reaches a loss the baseline's never does). Kept in the percentiles.
+    pub infinite_resamples: usize,
     pub curve: Vec<CurvePoint>,
 }
 
@@ -54,10 +58,31 @@ pub struct FitReport {
     pub compute_unit: String,
     pub largest_compute: f64,
     pub resamples: usize,
-    /// Resamples whose refit failed (an arm left with one distinct size); excluded.
+    /// How the resamples were drawn.
+    pub resampling: Resampling,
+    /// Resamples whose refit failed; each counts at both ends of every interval.
     pub failed_resamples: usize,
     pub seed: u64,
     pub arms: Vec<ArmFit>,
+    /// The largest cell predicted by a fit without it (needs 4 cells per arm).
+    pub hold_out: Option<HoldOut>,
+    /// Per-cell paired differences to the baseline, Holm-corrected.
+    pub paired: PairedTable,
+}
+
+impl FitReport {
+    /// The header line of the fit table, for the command line and the report.
+    pub fn summary_line(&self) -> String {
+        let infinite: usize = self.arms.iter().map(|a| a.infinite_resamples).sum();
+        format!(
+            "{} resamples (seed {}): {}; {} failed, {} infinite (kept in the percentiles)",
+            self.resamples,
+            self.seed,
+            self.resampling.describe(),
+            self.failed_resamples,
+            infinite
+        )
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -69,63 +94,34 @@ pub struct FitOptions {
     pub curve_points: usize,
 }
 
-/// Arms in first-seen order, the baseline first.
-fn arm_names(points: &[RunPoint], baseline: &str) -> Vec<String> {
-    let mut arms = vec![baseline.to_string()];
-    for p in points {
-        if !arms.contains(&p.arm) {
-            arms.push(p.arm.clone());
+/// Percentile interval over `values` (NaN = failed for this arm), failures at both ends.
+fn estimate(value: f64, values: impl Iterator<Item = f64>, failed: usize) -> Estimate {
+    let mut v: Vec<f64> = Vec::new();
+    let mut missing = failed;
+    for x in values {
+        if x.is_nan() {
+            missing += 1;
+        } else {
+            v.push(x);
         }
     }
-    arms
-}
-
-/// Per-arm points with seeds averaged, counting each group `weights[g]` times.
-fn aggregate(
-    points: &[RunPoint],
-    arms: &[String],
-    groups: &[(String, u64)],
-    weights: &[usize],
-) -> Vec<ArmPoints> {
-    arms.iter()
-        .map(|arm| {
-            let mut sizes: Vec<(&str, f64, f64, usize)> = Vec::new(); // size, compute, loss sum, n
-            for p in points.iter().filter(|p| &p.arm == arm) {
-                let g = groups
-                    .iter()
-                    .position(|(s, seed)| *s == p.size && *seed == p.seed)
-                    .unwrap_or(0);
-                let w = weights[g];
-                if w == 0 {
-                    continue;
-                }
-                match sizes.iter_mut().find(|s| s.0 == p.size) {
-                    Some(s) => {
-                        s.2 += p.loss * w as f64;
-                        s.3 += w;
-                    }
-                    None => sizes.push((&p.size, p.compute, p.loss * w as f64, w)),
-                }
-            }
-            ArmPoints {
-                compute: sizes.iter().map(|s| s.1).collect(),
-                loss: sizes.iter().map(|s| s.2 / s.3 as f64).collect(),
-            }
-        })
-        .collect()
-}
-
-/// `C_base(L_m(C)) / C`: how much more compute the baseline needs to match arm `m` at `C`.
-pub fn multiplier_at(base: &Law, arm: &Law, c: f64) -> f64 {
-    base.compute_for(arm.loss(c)) / c
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+    if v.is_empty() {
+        return Estimate {
+            value,
+            lo: f64::NAN,
+            hi: f64::NAN,
+        };
     }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i]
+    v.sort_by(f64::total_cmp);
+    let mut low = vec![0.0; missing];
+    low.extend_from_slice(&v);
+    let mut high = v;
+    high.extend(std::iter::repeat_n(f64::INFINITY, missing));
+    Estimate {
+        value,
+        lo: percentile(&low, 0.025),
+        hi: percentile(&high, 0.975),
+    }
 }
 
 /// Fits every arm and bootstraps the multipliers. Errors say which arm lacks points.
@@ -136,13 +132,9 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
             opts.baseline
         ));
     }
-    let arms = arm_names(points, &opts.baseline);
-    let mut groups: Vec<(String, u64)> = points.iter().map(|p| (p.size.clone(), p.seed)).collect();
-    groups.sort();
-    groups.dedup();
-    let all = vec![1; groups.len()];
-    let data = aggregate(points, &arms, &groups, &all);
-    for (arm, pts) in arms.iter().zip(&data) {
+    let design = Design::new(points, &opts.baseline);
+    let data = design.arm_points();
+    for (arm, pts) in design.arms.iter().zip(&data) {
         if pts.compute.len() < 2 {
             return Err(format!(
                 "arm `{arm}` has {} size(s); a scaling fit needs at least two",
@@ -151,27 +143,27 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
         }
     }
     let full = fit(&data, opts.e_mode).ok_or("the scaling fit did not converge")?;
-    let c_max = points.iter().map(|p| p.compute).fold(f64::MIN, f64::max);
-    let c_min = points.iter().map(|p| p.compute).fold(f64::MAX, f64::min);
+    let c_max = design.largest_compute();
+    let c_min = design.smallest_compute();
+    let steps = opts.curve_points.max(2) - 1;
     let grid: Vec<f64> = (0..opts.curve_points)
-        .map(|i| {
-            (c_min.ln()
-                + (c_max.ln() - c_min.ln()) * i as f64 / (opts.curve_points.max(2) - 1) as f64)
-                .exp()
-        })
+        .map(|i| (c_min.ln() + (c_max.ln() - c_min.ln()) * i as f64 / steps as f64).exp())
         .collect();
+    let mut scheme = Resampling::choose(&design, opts.e_mode);
+    if let Resampling::Seeds { effective_dof, .. } = &mut scheme
+        && let Some(dof) = satterthwaite_dof(&design, &full.laws, opts.e_mode, c_max)
+    {
+        *effective_dof = dof;
+    }
+    let resampler = Resampler::new(&design, &scheme, &full.laws);
+    let available = !matches!(scheme, Resampling::Unavailable { .. });
     // Each resample: the multiplier of every arm at C_max and along the grid.
-    let samples: Vec<Option<Vec<Vec<f64>>>> = (0..opts.resamples)
+    let samples: Vec<Option<Vec<Vec<f64>>>> = (0..if available { opts.resamples } else { 0 })
         .into_par_iter()
         .map(|b| {
             let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
             rng.set_stream(b as u64 + 1);
-            let mut weights = vec![0; groups.len()];
-            for _ in 0..groups.len() {
-                weights[rng.random_range(0..groups.len())] += 1;
-            }
-            let resampled = aggregate(points, &arms, &groups, &weights);
-            let f = super::fit::fit_from(&resampled, opts.e_mode, &full.laws)?;
+            let f = fit_with(&resampler.draw(&mut rng), opts.e_mode, Some(&full.laws))?;
             Some(
                 f.laws
                     .iter()
@@ -185,42 +177,32 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
             )
         })
         .collect();
+    let failed = samples.iter().filter(|s| s.is_none()).count();
     let ok: Vec<&Vec<Vec<f64>>> = samples.iter().flatten().collect();
-    let estimate = |k: usize, j: usize, value: f64| {
-        let mut v: Vec<f64> = ok
-            .iter()
-            .map(|s| s[k][j])
-            .filter(|x| x.is_finite())
-            .collect();
-        v.sort_by(f64::total_cmp);
-        Estimate {
-            value,
-            lo: percentile(&v, 0.025),
-            hi: percentile(&v, 0.975),
+    let at = |k: usize, j: usize, value: f64| {
+        if !available {
+            return Estimate {
+                value,
+                lo: f64::NAN,
+                hi: f64::NAN,
+            };
         }
+        estimate(value, ok.iter().map(|s| s[k][j]), failed)
     };
-    let arm_fits = arms
+    let base = &full.laws[0];
+    let arm_fits = design
+        .arms
         .iter()
         .enumerate()
         .map(|(k, arm)| {
             let law = full.laws[k];
-            let base = &full.laws[0];
-            let seeds = {
-                let mut s: Vec<u64> = points
-                    .iter()
-                    .filter(|p| &p.arm == arm)
-                    .map(|p| p.seed)
-                    .collect();
-                s.sort();
-                s.dedup();
-                s.len()
-            };
             ArmFit {
                 arm: arm.clone(),
                 law,
                 points: data[k].compute.len(),
-                seeds,
-                multiplier: (k > 0).then(|| estimate(k, 0, multiplier_at(base, &law, c_max))),
+                seeds: design.seed_count(k),
+                multiplier: (k > 0).then(|| at(k, 0, multiplier_at(base, &law, c_max))),
+                infinite_resamples: ok.iter().filter(|s| s[k][0] == f64::INFINITY).count(),
                 curve: if k == 0 {
                     Vec::new()
                 } else {
@@ -228,7 +210,7 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
                         .enumerate()
                         .map(|(j, &c)| CurvePoint {
                             compute: c,
-                            multiplier: estimate(k, j + 1, multiplier_at(base, &law, c)),
+                            multiplier: at(k, j + 1, multiplier_at(base, &law, c)),
                         })
                         .collect()
                 },
@@ -241,8 +223,12 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
         compute_unit: "PFLOP/s-days".into(),
         largest_compute: c_max,
         resamples: opts.resamples,
-        failed_resamples: samples.len() - ok.len(),
+        resampling: scheme,
+        failed_resamples: failed,
         seed: opts.seed,
         arms: arm_fits,
+        // A refit that fails here leaves the validation out; the main fit stands.
+        hold_out: hold_out_largest(&design, opts.e_mode).ok().flatten(),
+        paired: paired_table(&design),
     })
 }

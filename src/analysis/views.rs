@@ -2,22 +2,48 @@
 
 use polars::prelude::*;
 
+use super::figures::{ArmSeries, Grid, Profile, RunCurve};
 use super::load::{LoadedRun, depth_frame, layers_frame, runs_frame, seed_means};
 use super::multiplier::{FitReport, RunPoint};
-use crate::plot::block::Interval;
-use crate::plot::curves::RunCurve;
-use crate::plot::heatmap::Grid;
-use crate::plot::layers::Profile;
-use crate::plot::scaling::ArmSeries;
+use super::stats::SeedMean;
 use crate::store::metrics::read_steps;
 
-/// The fit's inputs: one point per run, compute in PFLOP/s-days.
+/// The fit's inputs: one point per run, compute in PFLOP/s-days. A point's cell is
+/// everything that sets its compute apart from the arm: the size (shape) and the budget.
+/// The label is the size name, with the budget added when a size was trained at several.
 pub fn fit_points(runs: &[LoadedRun], six_nd: bool) -> Vec<RunPoint> {
+    let key = |r: &LoadedRun| {
+        let m = &r.planned.spec.model;
+        (
+            r.planned.size.clone(),
+            m.d_model,
+            m.n_blocks,
+            r.summary.tokens,
+        )
+    };
+    let label = |r: &LoadedRun| {
+        let k = key(r);
+        let shared = runs
+            .iter()
+            .filter(|o| o.planned.size == r.planned.size)
+            .all(|o| key(o) == k);
+        if shared {
+            k.0
+        } else {
+            format!(
+                "{} ({}x{}, {} tokens)",
+                k.0,
+                k.1,
+                k.2,
+                crate::fmt::thousands(k.3)
+            )
+        }
+    };
     runs.iter()
         .filter(|r| r.summary.loss_val.is_finite())
         .map(|r| RunPoint {
             arm: r.planned.arm.clone(),
-            size: r.planned.size.clone(),
+            cell: label(r),
             seed: r.planned.seed,
             compute: r.compute(six_nd),
             loss: f64::from(r.summary.loss_val),
@@ -50,7 +76,7 @@ fn floats(df: &DataFrame, name: &str) -> PolarsResult<Vec<f64>> {
     Ok(c.f64()?.iter().map(|v| v.unwrap_or(f64::NAN)).collect())
 }
 
-/// Seed means (and min/max) per arm and size, with each arm's fitted law when there is one.
+/// Seed means with their 95% t-intervals per arm and size, with each arm's fitted law when there is one.
 pub fn scaling_series(
     runs: &[LoadedRun],
     fits: Option<&FitReport>,
@@ -61,11 +87,19 @@ pub fn scaling_series(
         if six_nd { "flops_6nd" } else { "flops_exact" },
     )?;
     let (arm, compute) = (strs(&means, "arm")?, floats(&means, "compute")?);
-    let (mean, lo, hi) = (
+    let (mean, sd, n) = (
         floats(&means, "loss_mean")?,
-        floats(&means, "loss_min")?,
-        floats(&means, "loss_max")?,
+        floats(&means, "loss_std")?,
+        floats(&means, "seeds")?,
     );
+    // The 95% Student-t interval over seeds; no bar with one seed.
+    let half = |i: usize| {
+        if n[i] > 1.0 {
+            super::stats::t_quantile(0.975, n[i] - 1.0) * sd[i] / n[i].sqrt()
+        } else {
+            0.0
+        }
+    };
     Ok(arms(runs)
         .into_iter()
         .map(|a| ArmSeries {
@@ -75,8 +109,8 @@ pub fn scaling_series(
                     (
                         compute[i] / crate::model::flops::PFLOPS_DAY,
                         mean[i],
-                        lo[i],
-                        hi[i],
+                        mean[i] - half(i),
+                        mean[i] + half(i),
                     )
                 })
                 .collect(),
@@ -164,34 +198,19 @@ pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile
             in_rms: pick(&a, "in_rms"),
             out_rms: pick(&a, "out_rms"),
             grad_norm: pick(&a, "grad_norm"),
+            block_out_rms: pick(&a, "block_out_rms"),
             arm: a,
         })
         .collect();
     Ok((size, profiles))
 }
 
-fn interval(values: &[f64]) -> Interval {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let sd = if values.len() > 1 {
-        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-    } else {
-        0.0
-    };
-    let half = 1.96 * sd / n.sqrt();
-    Interval {
-        mean,
-        lo: mean - half,
-        hi: mean + half,
-    }
-}
-
 /// Fig. 6: loss against S at the largest size that has block runs, with baseline and Full.
 pub struct BlockView {
     pub size: String,
-    pub points: Vec<(usize, Interval)>,
-    pub baseline: Option<Interval>,
-    pub full: Option<Interval>,
+    pub points: Vec<(usize, SeedMean)>,
+    pub baseline: Option<SeedMean>,
+    pub full: Option<SeedMean>,
 }
 
 pub fn block_view(runs: &[LoadedRun]) -> Option<BlockView> {
@@ -223,13 +242,13 @@ pub fn block_view(runs: &[LoadedRun]) -> Option<BlockView> {
         .map(|&s| {
             (
                 s,
-                interval(&losses(&|r| {
+                SeedMean::of(&losses(&|r| {
                     r.variant() == "block" && r.planned.block_size == Some(s) && is_plain(r)
                 })),
             )
         })
         .collect();
-    let opt = |v: Vec<f64>| (!v.is_empty()).then(|| interval(&v));
+    let opt = |v: Vec<f64>| (!v.is_empty()).then(|| SeedMean::of(&v));
     Some(BlockView {
         baseline: opt(losses(&|r| r.variant() == "baseline")),
         full: opt(losses(&|r| r.variant() == "full" && is_plain(r))),

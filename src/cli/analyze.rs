@@ -8,7 +8,10 @@ use clap::Args;
 use super::InputError;
 use crate::analysis::fit::EMode;
 use crate::analysis::multiplier::{FitOptions, FitReport, RunPoint, analyse};
-use crate::report::tables::fit_rows;
+use crate::analysis::stats::SeedMean;
+use crate::report::tables::{
+    HOLD_OUT_HEADER, PAIRED_HEADER, fit_rows, hold_out_rows, multiplier_interval, paired_rows,
+};
 use crate::report::{AnalysisOptions, analyse_sweeps, write_report};
 use crate::spec::Sweep;
 
@@ -120,31 +123,49 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
 
 fn print_fit(r: &FitReport) {
     println!(
-        "fit: L = E + A C^-alpha, C in {}, E {:?}; multipliers vs {} at C = {:.3e}, 95% interval from {} resamples (seed {}, {} failed)\n",
+        "fit: L = E + A C^-alpha, C in {}, E {:?}; multipliers vs {} at C = {:.3e}, 95% intervals from {}\n",
         r.compute_unit,
         r.e_mode,
         r.baseline,
         r.largest_compute,
-        r.resamples,
-        r.seed,
-        r.failed_resamples
+        r.summary_line()
     );
-    let header = [
-        "arm",
-        "A",
-        "alpha",
-        "E",
-        "multiplier",
-        "interval",
-        "points",
-        "seeds",
-    ];
-    let rows = fit_rows(r);
+    print_table(
+        &[
+            "arm",
+            "A",
+            "alpha",
+            "E",
+            "multiplier",
+            "interval",
+            "points",
+            "seeds",
+        ],
+        fit_rows(r),
+    );
+    if let Some(h) = &r.hold_out {
+        println!(
+            "\nfit validation: refitted without {}, predicted there",
+            h.cell
+        );
+        print_table(&HOLD_OUT_HEADER, hold_out_rows(h));
+    }
+    if !r.paired.rows.is_empty() {
+        println!(
+            "\npaired differences to {} per size ({} comparisons, Holm at {}):",
+            r.baseline, r.paired.comparisons, r.paired.alpha
+        );
+        print_table(&PAIRED_HEADER, paired_rows(&r.paired));
+    }
+}
+
+/// A plain-text table: first column left-aligned, the rest right-aligned.
+pub(super) fn print_table(header: &[&str], rows: Vec<Vec<String>>) {
     let widths: Vec<usize> = (0..header.len())
         .map(|i| {
             rows.iter()
-                .map(|row| row[i].len())
-                .chain([header[i].len()])
+                .map(|row| row[i].chars().count())
+                .chain([header[i].chars().count()])
                 .max()
                 .unwrap_or(0)
         })
@@ -162,6 +183,8 @@ fn print_fit(r: &FitReport) {
             })
             .collect::<Vec<_>>()
             .join("  ")
+            .trim_end()
+            .to_string()
     };
     println!("{}", line(header.iter().map(|s| s.to_string()).collect()));
     for row in rows {
@@ -216,7 +239,7 @@ fn read_points(path: &std::path::Path) -> anyhow::Result<Vec<RunPoint>> {
         };
         points.push(RunPoint {
             arm: f.get(ia).ok_or_else(|| bad("no arm"))?.to_string(),
-            size: String::new(),
+            cell: String::new(),
             seed,
             compute,
             loss,
@@ -237,7 +260,7 @@ fn read_points(path: &std::path::Path) -> anyhow::Result<Vec<RunPoint>> {
         computes.sort_by(f64::total_cmp);
         computes.dedup();
         for p in points.iter_mut().filter(|p| p.arm == arm) {
-            p.size = format!(
+            p.cell = format!(
                 "s{}",
                 computes.iter().position(|&c| c == p.compute).unwrap_or(0)
             );
@@ -316,9 +339,9 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
     print!("{:<width$}", "arm");
     for (name, _, largest) in &columns {
         print!(
-            "  {:>28}  {:>16}",
+            "  {:>28}  {:>25}",
             format!("{name}: multiplier [95%]"),
-            format!("loss @ {}", largest.clone().unwrap_or_default())
+            format!("loss @ {} (95% t)", largest.clone().unwrap_or_default())
         );
     }
     println!();
@@ -329,7 +352,7 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
                 Ok(r) => match r.arms.iter().find(|x| &x.arm == arm) {
                     Some(x) => x
                         .multiplier
-                        .map(|m| format!("{:.3} [{:.3}, {:.3}]", m.value, m.lo, m.hi))
+                        .map(|m| format!("{:.3} {}", m.value, multiplier_interval(&m)))
                         .unwrap_or_else(|| "reference".into()),
                     None => "-".into(),
                 },
@@ -344,13 +367,10 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
             let loss = if losses.is_empty() {
                 "-".into()
             } else {
-                format!(
-                    "{:.4} (n={})",
-                    losses.iter().sum::<f64>() / losses.len() as f64,
-                    losses.len()
-                )
+                let m = SeedMean::of(&losses);
+                format!("{} (n={})", m.display(4), m.n)
             };
-            print!("  {m:>28}  {loss:>16}");
+            print!("  {m:>28}  {loss:>25}");
         }
         println!();
     }

@@ -4,16 +4,13 @@ mod analyze;
 mod bench;
 mod data;
 mod model;
+mod power;
 mod sweep;
 mod train;
 
 use clap::{Parser, Subcommand};
-use thiserror::Error;
 
-/// Bad input from the user (a file, a flag, a key). Exits with status 2.
-#[derive(Debug, Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
+pub use crate::error::InputError;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -52,6 +49,8 @@ pub enum Command {
     Data(data::DataArgs),
     /// Tokens/s, step time and MFU of baseline, Full and Block S=4, per backend.
     Bench(bench::BenchArgs),
+    /// Seeds and sizes needed to detect a compute multiplier at 80% power, and their cost.
+    Power(power::PowerArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -68,6 +67,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Score(args) => train::run_score(args),
         Command::Data(args) => data::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Power(args) => power::run(args),
     }
 }
 
@@ -93,15 +93,4 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
 }
 
-/// `1234567` -> `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
+pub use crate::fmt::thousands;

@@ -15,7 +15,7 @@ use crate::train::Summary;
 
 /// Training speed assumed by `plan` before any run of the sweep has finished (tch, 2 CPU
 /// cores, small models); finished runs replace it with their measured speed.
-const ASSUMED_FLOPS_PER_S: f64 = 40e9;
+pub(super) const ASSUMED_FLOPS_PER_S: f64 = 40e9;
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
@@ -247,7 +247,7 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
 /// The speed of this machine with all `cores` busy, measured on a sweep's finished runs:
 /// FLOPs per thread-second (a run with `--jobs 2` on two cores had one thread), weighted by
 /// FLOPs so that the large runs, which decide the time left, dominate the small ones.
-fn measured_speed(root: &Path, cores: usize) -> Option<f64> {
+pub(super) fn measured_speed(root: &Path, cores: usize) -> Option<f64> {
     let (mut flops, mut thread_seconds) = (0.0, 0.0);
     for entry in std::fs::read_dir(root).ok()?.filter_map(|e| e.ok()) {
         let Ok(s) = crate::store::read_json::<Summary>(&entry.path().join("summary.json")) else {
@@ -262,7 +262,7 @@ fn measured_speed(root: &Path, cores: usize) -> Option<f64> {
 }
 
 /// `95` -> `1m35s`, `7300` -> `2h01m`.
-fn duration(seconds: f64) -> String {
+pub(super) fn duration(seconds: f64) -> String {
     let s = seconds.round() as u64;
     match s {
         0..60 => format!("{s}s"),

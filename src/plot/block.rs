@@ -5,28 +5,30 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{FONT, Figure, color, err, padded};
+use crate::analysis::stats::SeedMean;
 
-/// Mean loss over seeds and its 95% interval (t-free: mean +- 1.96 s / sqrt(n)).
-#[derive(Debug, Clone, Copy)]
-pub struct Interval {
-    pub mean: f64,
-    pub lo: f64,
-    pub hi: f64,
+/// The drawn extent of a seed mean: its t-interval, or the mean alone with one seed.
+fn span(i: &SeedMean) -> (f64, f64) {
+    if i.half.is_finite() {
+        (i.lo(), i.hi())
+    } else {
+        (i.mean, i.mean)
+    }
 }
 
 struct BlockSize<'a> {
     title: String,
-    points: &'a [(usize, Interval)],
-    baseline: Option<Interval>,
-    full: Option<Interval>,
+    points: &'a [(usize, SeedMean)],
+    baseline: Option<SeedMean>,
+    full: Option<SeedMean>,
 }
 
 pub fn block_size(
     dir: &std::path::Path,
     title: &str,
-    points: &[(usize, Interval)],
-    baseline: Option<Interval>,
-    full: Option<Interval>,
+    points: &[(usize, SeedMean)],
+    baseline: Option<SeedMean>,
+    full: Option<SeedMean>,
 ) -> anyhow::Result<std::path::PathBuf> {
     super::save(
         &BlockSize {
@@ -49,8 +51,8 @@ impl Figure for BlockSize<'_> {
         let (y0, y1) = padded(
             self.points
                 .iter()
-                .flat_map(|p| [p.1.lo, p.1.hi])
-                .chain(refs.flat_map(|r| [r.lo, r.hi])),
+                .flat_map(|p| <[f64; 2]>::from(span(&p.1)))
+                .chain(refs.flat_map(|r| <[f64; 2]>::from(span(&r)))),
             0.15,
         );
         let mut chart = ChartBuilder::on(area)
@@ -86,9 +88,10 @@ impl Figure for BlockSize<'_> {
             (self.full, "Full AttnRes (S = 1)", color(1)),
         ] {
             let Some(r) = r else { continue };
+            let (lo, hi) = span(&r);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(-0.5, r.lo), (x1, r.hi)],
+                    [(-0.5, lo), (x1, hi)],
                     c.mix(0.10).filled(),
                 )))
                 .map_err(err)?;
@@ -106,7 +109,8 @@ impl Figure for BlockSize<'_> {
         let c = color(2);
         chart
             .draw_series(self.points.iter().map(|&(s, i)| {
-                ErrorBar::new_vertical(log2(s), i.lo, i.mean, i.hi, c.stroke_width(2), 10)
+                let (lo, hi) = span(&i);
+                ErrorBar::new_vertical(log2(s), lo, i.mean, hi, c.stroke_width(2), 10)
             }))
             .map_err(err)?;
         chart
@@ -118,7 +122,7 @@ impl Figure for BlockSize<'_> {
                 .point_size(5),
             )
             .map_err(err)?
-            .label("Block AttnRes (95% interval over seeds)")
+            .label("Block AttnRes (95% t-interval over seeds)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2)));
         super::legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
         Ok(())

@@ -5,18 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, padded, sci};
-
-/// One run's curve.
-#[derive(Debug, Clone)]
-pub struct RunCurve {
-    pub size: String,
-    pub arm: String,
-    pub seed: u64,
-    /// (tokens, train loss) per step.
-    pub train: Vec<(f64, f64)>,
-    /// (tokens, validation loss) per eval.
-    pub val: Vec<(f64, f64)>,
-}
+pub use crate::analysis::figures::RunCurve;
 
 struct Curves<'a> {
     title: String,

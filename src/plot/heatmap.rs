@@ -7,17 +7,7 @@ use plotters::style::colors::colormaps::ViridisRGB;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{FONT, Figure, err};
-
-/// One panel: a value per (row, column) cell; None leaves the cell blank.
-#[derive(Debug, Clone)]
-pub struct Grid {
-    pub title: String,
-    pub rows: Vec<String>,
-    pub cols: Vec<String>,
-    pub cells: Vec<Vec<Option<f64>>>,
-    /// A cell to outline (the best shape).
-    pub mark: Option<(usize, usize)>,
-}
+pub use crate::analysis::figures::Grid;
 
 struct Heatmaps<'a> {
     title: String,

@@ -5,15 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, log_ticks, padded_log, sci};
-
-/// One variant's profile at the end of training, one value per sublayer.
-#[derive(Debug, Clone)]
-pub struct Profile {
-    pub arm: String,
-    pub in_rms: Vec<f64>,
-    pub out_rms: Vec<f64>,
-    pub grad_norm: Vec<f64>,
-}
+pub use crate::analysis::figures::Profile;
 
 struct Profiles<'a> {
     title: String,
@@ -21,7 +13,7 @@ struct Profiles<'a> {
     per_block: bool,
 }
 
-/// Writes `layers` (per sublayer) and `blocks` (two sublayers summed per Transformer block).
+/// Writes `layers` (per sublayer) and `blocks` (the per-block view of SPEC section 8).
 pub fn layer_profiles(
     dir: &std::path::Path,
     title: &str,
@@ -51,10 +43,6 @@ pub fn layer_profiles(
     ])
 }
 
-fn by_block(v: &[f64]) -> Vec<f64> {
-    v.chunks(2).map(|c| c.iter().sum()).collect()
-}
-
 impl Figure for Profiles<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let (title_area, body) = area.split_vertically(44);
@@ -67,36 +55,42 @@ impl Figure for Profiles<'_> {
         } else {
             "Sublayer (even: attention, odd: MLP)"
         };
-        type Metric<'m> = (&'m str, &'m str, fn(&Profile) -> &Vec<f64>);
-        let metrics: [Metric; 3] = [
-            ("Hidden-state RMS (input of the layer)", "RMS of x_l", |p| {
-                &p.in_rms
-            }),
-            ("Output RMS (Fig. 5b)", "RMS of y_l", |p| &p.out_rms),
-            ("Gradient norm (Fig. 5c)", "L2 norm of the gradient", |p| {
-                &p.grad_norm
-            }),
-        ];
-        for ((name, ylabel, get), panel) in metrics.iter().zip(panels.iter()) {
+        let metrics: [(&str, &str); 3] = if self.per_block {
+            [
+                ("Hidden-state RMS (block input)", "RMS of x_2i"),
+                ("Output RMS (Fig. 5b)", "RMS of y_2i + y_2i+1"),
+                ("Gradient norm (Fig. 5c)", "L2 norm over the block"),
+            ]
+        } else {
+            [
+                ("Hidden-state RMS (input of the layer)", "RMS of x_l"),
+                ("Output RMS (Fig. 5b)", "RMS of y_l"),
+                ("Gradient norm (Fig. 5c)", "L2 norm of the gradient"),
+            ]
+        };
+        for (m, ((name, ylabel), panel)) in metrics.iter().zip(panels.iter()).enumerate() {
+            // A metric a run did not record (block output before the probe existed) is empty.
             let series: Vec<(String, Vec<f64>)> = self
                 .profiles
                 .iter()
                 .map(|p| {
-                    let v = get(p);
-                    (
-                        p.arm.clone(),
-                        if self.per_block {
-                            by_block(v)
-                        } else {
-                            v.clone()
-                        },
-                    )
+                    let [hidden, output, grad] = if self.per_block {
+                        p.per_block()
+                    } else {
+                        [p.in_rms.clone(), p.out_rms.clone(), p.grad_norm.clone()]
+                    };
+                    (p.arm.clone(), [hidden, output, grad][m].clone())
                 })
                 .collect();
-            let n = series.iter().map(|s| s.1.len()).max().unwrap_or(1);
+            let caption = if series.iter().all(|s| s.1.is_empty()) {
+                format!("{name}: not recorded by these runs")
+            } else {
+                name.to_string()
+            };
+            let n = series.iter().map(|s| s.1.len()).max().unwrap_or(1).max(1);
             let (y0, y1) = padded_log(series.iter().flat_map(|s| s.1.iter().copied()), 1.3);
             let mut chart = ChartBuilder::on(panel)
-                .caption(*name, (FONT, 16))
+                .caption(caption, (FONT, 16))
                 .margin(10)
                 .x_label_area_size(42)
                 .y_label_area_size(62)

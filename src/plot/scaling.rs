@@ -4,16 +4,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{FONT, Figure, color, err, log_ticks, padded_log, sci};
+pub use crate::analysis::figures::ArmSeries;
 use crate::analysis::fit::Law;
 use crate::analysis::multiplier::{ArmFit, FitReport};
-
-/// One arm's points: compute, seed mean, seed min and max of the loss.
-#[derive(Debug, Clone)]
-pub struct ArmSeries {
-    pub arm: String,
-    pub points: Vec<(f64, f64, f64, f64)>,
-    pub law: Option<Law>,
-}
 
 struct Scaling<'a> {
     title: String,

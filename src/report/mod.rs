@@ -66,7 +66,7 @@ pub fn write_report(
 ) -> anyhow::Result<Written> {
     let analysis = analyse_sweeps(std::slice::from_ref(sweep), opts)?;
     if analysis.runs.is_empty() {
-        anyhow::bail!(crate::cli::InputError(format!(
+        anyhow::bail!(crate::error::InputError(format!(
             "sweep {} has no finished runs under {}; run `attnres run {}` first",
             sweep.file.name,
             sweep.results_dir(&opts.results_root).display(),

@@ -3,11 +3,13 @@
 use std::path::Path;
 
 use super::doc::Doc;
-use super::tables::{arms_table, fit_rows, runs_table};
+use super::tables::{
+    HOLD_OUT_HEADER, PAIRED_HEADER, arms_table, fit_rows, hold_out_rows, paired_rows, runs_table,
+};
 use super::{Analysis, AnalysisOptions};
 use crate::analysis::multiplier::FitReport;
 use crate::analysis::views;
-use crate::cli::thousands;
+use crate::fmt::thousands;
 use crate::plot;
 use crate::spec::Sweep;
 
@@ -55,57 +57,14 @@ pub fn build(
     }
     setup(&mut doc, sweep, a);
     runs_table(&mut doc, &a.runs);
-    arms_table(&mut doc, &a.runs);
+    arms_table(&mut doc, &a.runs, &opts.baseline);
     fits(&mut doc, a, opts, figs, &f.name)?;
     let curves = views::run_curves(&a.runs)?;
     doc.figure(
         plot::training_curves(figs, &format!("{}: training curves", f.name), &curves)?,
         "Train (thin, smoothed) and validation (thick) loss against training tokens, one panel per size.",
     );
-    let (size, profiles) = views::final_profiles(&a.runs)?;
-    if !profiles.is_empty() {
-        doc.h(2, "Magnitudes across depth (Fig. 5)");
-        let blocks = profiles
-            .iter()
-            .map(|p| p.in_rms.len() / 2)
-            .max()
-            .unwrap_or(0);
-        let mut header: Vec<String> = vec!["variant".into(), "per block".into()];
-        header.extend((0..blocks).map(|b| format!("block {b}")));
-        header.push("max / min".into());
-        let mut rows = Vec::new();
-        for p in &profiles {
-            for (name, values) in [
-                ("hidden-state RMS", &p.in_rms),
-                ("output RMS", &p.out_rms),
-                ("gradient norm", &p.grad_norm),
-            ] {
-                let per_block: Vec<f64> = values.chunks(2).map(|c| c.iter().sum()).collect();
-                let (lo, hi) = per_block
-                    .iter()
-                    .fold((f64::INFINITY, 0.0f64), |(a, b), &v| (a.min(v), b.max(v)));
-                let mut row = vec![p.arm.clone(), name.to_string()];
-                row.extend(per_block.iter().map(|v| format!("{v:.3}")));
-                row.push(format!("{:.2}", hi / lo));
-                rows.push(row);
-            }
-        }
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        doc.p(format!("At the end of training, size {size}, mean over seeds; each Transformer block sums its two sublayers (SPEC section 8)."));
-        doc.table(&header, rows);
-        for png in plot::layer_profiles(
-            figs,
-            &format!("{}: size {size}, end of training", f.name),
-            &profiles,
-        )? {
-            let what = if png.ends_with("blocks.png") {
-                "per Transformer block (two sublayers summed)"
-            } else {
-                "per sublayer"
-            };
-            doc.figure(png, format!("Hidden-state RMS, output RMS and gradient norm {what}, size {size}, mean over seeds."));
-        }
-    }
+    magnitudes(&mut doc, a, figs, &f.name)?;
     if let Some(b) = views::block_view(&a.runs) {
         doc.h(2, "Block size (Fig. 6)");
         let rows = b
@@ -115,14 +74,19 @@ pub fn build(
                 vec![
                     s.to_string(),
                     format!("{:.4}", i.mean),
-                    format!("[{:.4}, {:.4}]", i.lo, i.hi),
+                    if i.half.is_finite() {
+                        format!("[{:.4}, {:.4}]", i.lo(), i.hi())
+                    } else {
+                        "-".into()
+                    },
+                    i.n.to_string(),
                 ]
             })
             .collect();
-        doc.table(&["S", "val loss", "95% interval"], rows);
+        doc.table(&["S", "val loss", "95% t-interval", "seeds"], rows);
         doc.figure(
             plot::block_size(figs, &format!("{}: loss against block size, size {}", f.name, b.size), &b.points, b.baseline, b.full)?,
-            "Validation loss against S with 95% intervals over seeds; baseline and Full AttnRes as reference lines.",
+            "Validation loss against S with 95% Student-t intervals over seeds; baseline and Full AttnRes as reference lines (band: their t-interval).",
         );
     }
     let dw = if f.depth_width.is_some() {
@@ -245,13 +209,11 @@ fn fits(
     match &a.fits {
         Ok(r) => {
             doc.p(format!(
-                "`L(C) = E + A·C^-α` per arm, C in PFLOP/s-days ({} FLOP count), Huber loss in log space, E {}. Multipliers are `C_baseline(L_arm(C)) / C` at the largest compute ({:.3e} PF-days), with 95% intervals from {} bootstrap resamples over runs, seeds paired across arms (seed {}; {} resamples failed).",
+                "`L(C) = E + A·C^-α` per arm, C in PFLOP/s-days ({} FLOP count), Huber loss in log space, E {}. Multipliers are `C_baseline(L_arm(C)) / C` at the largest compute ({:.3e} PF-days), with 95% percentile intervals from {}. An interval ending in ∞ means that more than 2.5% of the resamples found the baseline's law never reaching the arm's loss.",
                 if opts.six_nd { "6ND" } else { "exact" },
                 match r.e_mode { crate::analysis::fit::EMode::Shared => "shared", crate::analysis::fit::EMode::PerArm => "per arm", crate::analysis::fit::EMode::Zero => "fixed at 0" },
                 r.largest_compute,
-                r.resamples,
-                r.seed,
-                r.failed_resamples
+                r.summary_line(),
             ));
             doc.table(
                 &[
@@ -266,18 +228,107 @@ fn fits(
                 ],
                 fit_rows(r),
             );
+            validation(doc, r);
         }
         Err(why) => doc.p(format!("No scaling fit: {why}.")),
     }
     let series = views::scaling_series(&a.runs, fits, opts.six_nd)?;
     doc.figure(
         plot::scaling(figs, &format!("{name}: loss against compute"), &series, fits)?,
-        "Validation loss against training compute (log-log): seed means with min-max bars and fitted curves.",
+        "Validation loss against training compute (log-log): seed means with 95% Student-t intervals over seeds and fitted curves.",
     );
     if let Some(r) = fits.filter(|r| r.arms.iter().any(|a| !a.curve.is_empty())) {
         doc.figure(
             plot::multiplier_curve(figs, &format!("{name}: compute multiplier against compute"), r)?,
             "Compute multiplier of each arm against the baseline over the fitted range, with its 95% bootstrap band.",
+        );
+    }
+    Ok(())
+}
+
+/// Where the multipliers come from (per-size paired differences) and whether the fit
+/// predicts a size it has not seen.
+fn validation(doc: &mut Doc, r: &FitReport) {
+    if let Some(h) = &r.hold_out {
+        doc.h(3, "Fit validation: the largest size held out");
+        doc.p(format!(
+            "Every arm refitted without `{}` and its law read at that size's compute. The error is predicted minus observed; in units of the observed seed mean's 95% t half-width, |error| < 1 means the prediction falls inside the seed interval.",
+            h.cell
+        ));
+        doc.table(&HOLD_OUT_HEADER, hold_out_rows(h));
+    }
+    if !r.paired.rows.is_empty() {
+        doc.h(3, "Per-size paired differences");
+        let survivors = r.paired.rows.iter().filter(|x| x.holm).count();
+        doc.p(format!(
+            "Validation loss of each arm minus the baseline's on the same seed, per size: mean over seeds, 95% t-interval and two-sided paired t-test. {} comparisons with a p-value were made; {} survive Holm's correction at a family-wise {} (marked). Negative means the arm is better.",
+            r.paired.comparisons, survivors, r.paired.alpha
+        ));
+        doc.table(&PAIRED_HEADER, paired_rows(&r.paired));
+    }
+}
+
+/// Fig. 5 and its table: the per-block view of SPEC section 8 at the largest size.
+fn magnitudes(doc: &mut Doc, a: &Analysis, figs: &Path, name: &str) -> anyhow::Result<()> {
+    let (size, profiles) = views::final_profiles(&a.runs)?;
+    if profiles.is_empty() {
+        return Ok(());
+    }
+    doc.h(2, "Magnitudes across depth (Fig. 5)");
+    let blocks = profiles
+        .iter()
+        .map(|p| p.in_rms.len() / 2)
+        .max()
+        .unwrap_or(0);
+    let mut header: Vec<String> = vec!["variant".into(), "per block".into()];
+    header.extend((0..blocks).map(|b| format!("block {b}")));
+    header.push("max / min".into());
+    let mut rows = Vec::new();
+    let mut missing = false;
+    for p in &profiles {
+        let [hidden, output, grad] = p.per_block();
+        for (what, values) in [
+            ("hidden-state RMS", &hidden),
+            ("output RMS", &output),
+            ("gradient norm", &grad),
+        ] {
+            let mut row = vec![p.arm.clone(), what.to_string()];
+            if values.is_empty() {
+                missing = true;
+                row.extend((0..=blocks).map(|_| "-".to_string()));
+            } else {
+                let (lo, hi) = values
+                    .iter()
+                    .fold((f64::INFINITY, 0.0f64), |(a, b), &v| (a.min(v), b.max(v)));
+                row.extend(values.iter().map(|v| format!("{v:.3}")));
+                row.push(format!("{:.2}", hi / lo));
+            }
+            rows.push(row);
+        }
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    doc.p(format!(
+        "At the end of training, size {size}, mean over seeds. Per Transformer block i (sublayers 2i and 2i+1, SPEC section 8): the hidden state it reads (RMS of x_2i), its output (RMS of y_2i + y_2i+1, the `block_out_rms` probe) and the L2 norm of its gradient (root-sum-square of the two sublayers').{}",
+        if missing {
+            " A dash: the run predates the `block_out_rms` probe; retrain it to record it."
+        } else {
+            ""
+        }
+    ));
+    doc.table(&header, rows);
+    for png in plot::layer_profiles(
+        figs,
+        &format!("{name}: size {size}, end of training"),
+        &profiles,
+    )? {
+        let what = if png.ends_with("blocks.png") {
+            "per Transformer block (block input, block output, block gradient norm)"
+        } else {
+            "per sublayer"
+        };
+        doc.figure(
+            png,
+            format!("Hidden-state RMS, output RMS and gradient norm {what}, size {size}, mean over seeds."),
         );
     }
     Ok(())

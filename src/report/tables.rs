@@ -2,9 +2,12 @@
 
 use super::doc::Doc;
 use crate::analysis::load::LoadedRun;
-use crate::analysis::multiplier::FitReport;
+use crate::analysis::multiplier::{Estimate, FitReport};
+use crate::analysis::paired::PairedTable;
+use crate::analysis::stats::{SeedMean, fmt_interval};
+use crate::analysis::validation::HoldOut;
 use crate::analysis::views;
-use crate::cli::thousands;
+use crate::fmt::thousands;
 use crate::model::flops::PFLOPS_DAY;
 
 pub fn runs_table(doc: &mut Doc, runs: &[LoadedRun]) {
@@ -47,8 +50,9 @@ pub fn runs_table(doc: &mut Doc, runs: &[LoadedRun]) {
     );
 }
 
-/// Every arm at the largest size: mean loss, interval over seeds, difference to baseline.
-pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun]) {
+/// Every arm at the largest size: mean loss with its t-interval over seeds, difference to
+/// the baseline.
+pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun], baseline: &str) {
     let Some(size) = views::largest_size(runs) else {
         return;
     };
@@ -58,8 +62,7 @@ pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun]) {
             .map(|r| f64::from(r.summary.loss_val))
             .collect()
     };
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let base = losses("baseline");
+    let base = losses(baseline);
     let rows = views::arms(runs)
         .into_iter()
         .filter_map(|arm| {
@@ -67,24 +70,19 @@ pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun]) {
             if v.is_empty() {
                 return None;
             }
-            let m = mean(&v);
-            let sd = if v.len() > 1 {
-                (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
-            } else {
-                f64::NAN
-            };
+            let m = SeedMean::of(&v);
             let delta = if base.is_empty() {
                 String::new()
             } else {
-                format!("{:+.4}", m - mean(&base))
+                format!("{:+.4}", m.mean - SeedMean::of(&base).mean)
             };
             Some(vec![
                 arm,
-                format!("{m:.4}"),
-                if sd.is_nan() {
-                    "-".into()
+                format!("{:.4}", m.mean),
+                if m.half.is_finite() {
+                    format!("±{:.4}", m.half)
                 } else {
-                    format!("±{:.4}", 1.96 * sd / (v.len() as f64).sqrt())
+                    "-".into()
                 },
                 delta,
                 v.len().to_string(),
@@ -92,11 +90,12 @@ pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun]) {
         })
         .collect();
     doc.h(2, format!("Variants at the largest size ({size})"));
+    doc.p("Mean over seeds with its two-sided 95% Student-t interval, `t(0.975, n-1)·s/√n` (no interval with one seed).");
     doc.table(
         &[
             "variant",
             "val loss",
-            "95% interval",
+            "95% t-interval",
             "vs baseline",
             "seeds",
         ],
@@ -114,10 +113,16 @@ pub fn fit_rows(r: &FitReport) -> Vec<Vec<String>> {
                 format!("{:.4}", a.law.alpha),
                 format!("{:.4}", a.law.e),
                 a.multiplier
-                    .map(|m| format!("{:.3}x", m.value))
+                    .map(|m| {
+                        if m.value.is_finite() {
+                            format!("{:.3}x", m.value)
+                        } else {
+                            "∞".into()
+                        }
+                    })
                     .unwrap_or_else(|| "1 (reference)".into()),
                 a.multiplier
-                    .map(|m| format!("[{:.3}, {:.3}]", m.lo, m.hi))
+                    .map(|m| multiplier_interval(&m))
                     .unwrap_or_default(),
                 a.points.to_string(),
                 a.seeds.to_string(),
@@ -125,3 +130,77 @@ pub fn fit_rows(r: &FitReport) -> Vec<Vec<String>> {
         })
         .collect()
 }
+
+/// `[1.053, 1.341]`, `[1.05, ∞)`, or `none` when no interval could be had.
+pub fn multiplier_interval(m: &Estimate) -> String {
+    if m.lo.is_nan() && m.hi.is_nan() {
+        "none".into()
+    } else {
+        fmt_interval(m.lo, m.hi, 3)
+    }
+}
+
+/// Per cell and arm: the paired difference to the baseline, its t-interval, p and Holm.
+pub fn paired_rows(t: &PairedTable) -> Vec<Vec<String>> {
+    t.rows
+        .iter()
+        .map(|r| {
+            let d = &r.test.diff;
+            vec![
+                r.arm.clone(),
+                r.cell.clone(),
+                format!("{:+.4}", d.mean),
+                if d.half.is_finite() {
+                    format!("[{:+.4}, {:+.4}]", d.lo(), d.hi())
+                } else {
+                    "-".into()
+                },
+                d.n.to_string(),
+                if r.test.p.is_finite() {
+                    format!("{:.3}", r.test.p)
+                } else {
+                    "-".into()
+                },
+                if r.holm { "yes".into() } else { String::new() },
+            ]
+        })
+        .collect()
+}
+
+pub const PAIRED_HEADER: [&str; 7] = [
+    "arm",
+    "size",
+    "arm - baseline",
+    "95% t-interval",
+    "pairs",
+    "p",
+    "Holm",
+];
+
+/// The held-out cell: each arm's observed loss, the prediction without it, and the error.
+pub fn hold_out_rows(h: &HoldOut) -> Vec<Vec<String>> {
+    h.arms
+        .iter()
+        .map(|a| {
+            vec![
+                a.arm.clone(),
+                a.observed.display(4),
+                format!("{:.4}", a.predicted),
+                format!("{:+.4}", a.error),
+                if a.error_in_intervals.is_finite() {
+                    format!("{:+.2}", a.error_in_intervals)
+                } else {
+                    "-".into()
+                },
+            ]
+        })
+        .collect()
+}
+
+pub const HOLD_OUT_HEADER: [&str; 5] = [
+    "arm",
+    "observed (95% t)",
+    "predicted",
+    "error (nats)",
+    "error / half-width",
+];

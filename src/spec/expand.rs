@@ -3,10 +3,10 @@
 
 use std::collections::HashSet;
 
+use super::RunSpec;
 use super::error::SpecError;
 use super::grid::{excluded, grid_indices};
 use super::presets::{Fixed, PRESETS, depth_width_shapes, preset};
-use super::run::RunSpec;
 use super::wire::{Axis, LrSpec, SizeEntry, SweepFile};
 use crate::model::ModelConfig;
 use crate::model::config::{ResidualConfig, Variant};

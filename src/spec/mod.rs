@@ -5,14 +5,13 @@ pub mod expand;
 pub mod grid;
 pub mod locate;
 pub mod presets;
-pub mod run;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
 
+pub use crate::train::run_spec::RunSpec;
 pub use error::SpecError;
 pub use expand::PlannedRun;
-pub use run::RunSpec;
 pub use wire::SweepFile;
 
 /// A parsed, validated and expanded sweep.

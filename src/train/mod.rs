@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod eval;
 pub mod optimizer;
+pub mod run_spec;
 mod trainer;
 
 use serde::{Deserialize, Serialize};

@@ -12,14 +12,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::checkpoint::{self, CheckpointState};
 use super::eval::{BatchTensors, evaluate, masked_cross_entropy, probe};
 use super::optimizer;
+use super::run_spec::RunSpec;
 use super::{Outcome, Summary, TrainOptions};
 use crate::backend;
-use crate::cli::InputError;
 use crate::data::{self, Batch, Dataset, eval_batches, train_batch};
+use crate::error::InputError;
 use crate::model::Lm;
 use crate::model::flops::{flops_6nd, flops_exact, param_counts};
 use crate::model::residual::Probes;
-use crate::spec::RunSpec;
 use crate::store::metrics::{self, DepthRow, LayerRow, StepRow};
 use crate::store::{RunDir, Status, read_json_opt, write_json};
 
@@ -295,6 +295,16 @@ impl<'a> Trainer<'a> {
                     value,
                 });
             }
+        }
+        // Indexed by Transformer block, not sublayer.
+        for (b, &value) in probes.block_out_rms.iter().enumerate() {
+            self.layers.push(LayerRow {
+                step,
+                layer: b as u32,
+                kind: "block".into(),
+                metric: "block_out_rms".into(),
+                value,
+            });
         }
         for (l, weights) in probes.depth_attn.iter().enumerate() {
             for (source, &weight) in weights.iter().enumerate() {

@@ -71,6 +71,9 @@ impl Residual {
 pub struct Trace {
     in_rms: Vec<Tensor<1>>,
     out_rms: Vec<Tensor<1>>,
+    block_out_rms: Vec<Tensor<1>>,
+    /// The attention output of the current Transformer block, until its MLP output comes.
+    attn_out: Option<Tensor<3>>,
     depth_attn: Vec<Tensor<1>>,
 }
 
@@ -81,16 +84,25 @@ pub struct Probes {
     pub in_rms: Vec<f32>,
     /// RMS over d of `y_l`, averaged over tokens, per layer.
     pub out_rms: Vec<f32>,
+    /// RMS over d of `y_2i + y_2i+1`, averaged over tokens, per Transformer block `i`: the
+    /// block's whole contribution (SPEC section 8), which the two RMS values cannot give.
+    pub block_out_rms: Vec<f32>,
     /// Mean weight of each source, per mixing step (AttnRes: layers then the output step;
     /// DenseFormer: one step per Transformer block). Empty for the baseline.
     pub depth_attn: Vec<Vec<f32>>,
 }
 
 impl Trace {
-    /// Records the input and output of one sublayer.
+    /// Records the input and output of one sublayer; sublayers come in order, attention
+    /// then MLP, so every second call completes a Transformer block.
     pub fn layer(&mut self, x: &Tensor<3>, y: &Tensor<3>) {
+        let y = y.clone().detach();
         self.in_rms.push(mean_rms(x.clone().detach()));
-        self.out_rms.push(mean_rms(y.clone().detach()));
+        self.out_rms.push(mean_rms(y.clone()));
+        match self.attn_out.take() {
+            None => self.attn_out = Some(y),
+            Some(attn) => self.block_out_rms.push(mean_rms(attn + y)),
+        }
     }
 
     /// Records one mixing step's weights, already averaged to one value per source.
@@ -110,6 +122,7 @@ impl Trace {
         Ok(Probes {
             in_rms: scalars(self.in_rms)?,
             out_rms: scalars(self.out_rms)?,
+            block_out_rms: scalars(self.block_out_rms)?,
             depth_attn: self
                 .depth_attn
                 .into_iter()

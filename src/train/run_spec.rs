@@ -3,10 +3,10 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::config::{Budget, TrainConfig};
 use crate::data::DataConfig;
 use crate::model::ModelConfig;
 use crate::model::flops::{flops_per_token, param_counts};
-use crate::train::config::{Budget, TrainConfig};
 
 /// One fully resolved run. The same spec always maps to the same run id and folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,229 @@
+//! `attnres power SWEEP`: how many seeds and sizes detect a compute multiplier at 80% power,
+//! and what they cost, from the noise of finished runs or a given `--sigma`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::InputError;
+use super::analyze::print_table;
+use super::sweep::{ASSUMED_FLOPS_PER_S, duration, measured_speed};
+use crate::analysis::design::Design;
+use crate::analysis::fit::{EMode, Law};
+use crate::analysis::multiplier::{FitOptions, analyse};
+use crate::analysis::power::{ALPHA, MAX_SEEDS, PlanCell, TARGET, plan, pooled_sd};
+use crate::analysis::views::fit_points;
+use crate::model::flops::{PFLOPS_DAY, flops_exact};
+use crate::spec::Sweep;
+
+/// The report's baseline law (SPEC section 10), used when nothing of the sweep has run.
+const PUBLISHED: Law = Law {
+    a: 1.891,
+    alpha: 0.057,
+    e: 0.0,
+};
+
+#[derive(Debug, Args)]
+pub struct PowerArgs {
+    /// The sweep file (sweeps/NAME.yaml).
+    pub sweep: PathBuf,
+    /// The multiplier to detect (default: the arm's measured one).
+    #[arg(long)]
+    pub multiplier: Option<f64>,
+    /// Seed standard deviation of one run's validation loss, nats (default: measured
+    /// from the paired differences of finished runs).
+    #[arg(long)]
+    pub sigma: Option<f64>,
+    /// The arm compared with the baseline (default: the sweep's first other arm).
+    #[arg(long)]
+    pub arm: Option<String>,
+    /// The reference arm.
+    #[arg(long, default_value = "baseline")]
+    pub baseline: String,
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+}
+
+pub fn run(args: PowerArgs) -> anyhow::Result<()> {
+    let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
+    let bad = |msg: String| InputError(format!("{}: {msg}", args.sweep.display()));
+    let arm = match &args.arm {
+        Some(a) => a.clone(),
+        None => sweep
+            .runs
+            .iter()
+            .map(|r| r.arm.clone())
+            .find(|a| *a != args.baseline)
+            .ok_or_else(|| bad("the sweep has no arm besides the baseline".into()))?,
+    };
+    for name in [&args.baseline, &arm] {
+        if !sweep.runs.iter().any(|r| &r.arm == name) {
+            anyhow::bail!(bad(format!(
+                "no arm `{name}` in the sweep; pass --arm/--baseline with one of its arms"
+            )));
+        }
+    }
+    if let Some(s) = args.sigma.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        anyhow::bail!(bad(format!(
+            "--sigma {s}: must be a positive number of nats"
+        )));
+    }
+    // The sweep's cells (size, budget), from the plan: the baseline's compute, both arms' FLOPs.
+    let mut cells: Vec<PlanCell> = Vec::new();
+    for r in sweep.runs.iter().filter(|r| r.arm == args.baseline) {
+        let label = format!(
+            "{} ({} tokens)",
+            r.size,
+            crate::fmt::thousands(r.spec.total_tokens())
+        );
+        if cells.iter().any(|c| c.label == label) {
+            continue;
+        }
+        let base = flops_exact(&r.spec.model, r.spec.total_tokens());
+        let other = sweep
+            .runs
+            .iter()
+            .find(|o| {
+                o.arm == arm && o.size == r.size && o.spec.total_tokens() == r.spec.total_tokens()
+            })
+            .map(|o| flops_exact(&o.spec.model, o.spec.total_tokens()))
+            .unwrap_or(base);
+        cells.push(PlanCell {
+            label,
+            compute: base / PFLOPS_DAY,
+            flops_per_seed: base + other,
+        });
+    }
+    cells.sort_by(|a, b| a.compute.total_cmp(&b.compute));
+    if cells.len() < 2 {
+        anyhow::bail!(bad("a scaling comparison needs at least two sizes".into()));
+    }
+    let runs = crate::analysis::load::load_runs(std::slice::from_ref(&sweep), &args.results)?;
+    let points: Vec<_> = fit_points(&runs, false)
+        .into_iter()
+        .filter(|p| p.arm == args.baseline || p.arm == arm)
+        .collect();
+    let fitted = analyse(
+        &points,
+        &FitOptions {
+            baseline: args.baseline.clone(),
+            e_mode: EMode::Shared,
+            resamples: 0,
+            seed: 0,
+            curve_points: 2,
+        },
+    )
+    .ok();
+    let (law, law_source) = match &fitted {
+        Some(f) => (
+            f.arms[0].law,
+            format!("fitted to {} finished runs", points.len()),
+        ),
+        None => (
+            PUBLISHED,
+            "the report's published baseline law (nothing of this sweep fits yet)".to_string(),
+        ),
+    };
+    let m = match (args.multiplier, &fitted) {
+        (Some(m), _) => m,
+        (None, Some(f)) => f
+            .arms
+            .get(1)
+            .and_then(|a| a.multiplier)
+            .map(|e| e.value)
+            .unwrap_or(f64::NAN),
+        (None, None) => anyhow::bail!(bad(
+            "no finished runs to measure a multiplier from; pass --multiplier".into()
+        )),
+    };
+    if !(m.is_finite() && m > 1.0) {
+        anyhow::bail!(bad(format!(
+            "a multiplier of {m:.3} is nothing to detect (it must exceed 1); pass --multiplier, e.g. 1.1"
+        )));
+    }
+    let design = Design::new(&points, &args.baseline);
+    let diffs: Vec<Vec<f64>> = if design.arms.len() > 1 {
+        (0..design.cells.len())
+            .map(|c| {
+                design.runs[0][c]
+                    .loss
+                    .iter()
+                    .zip(&design.runs[1][c].loss)
+                    .filter_map(|(b, a)| Some((*b)? - (*a)?))
+                    .collect()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let (sigma_d, noise) = match (args.sigma, pooled_sd(&diffs)) {
+        (Some(s), _) => (s * 2f64.sqrt(), format!("--sigma {s} per run, so {:.4} per paired difference (independent arms)", s * 2f64.sqrt())),
+        (None, Some((sd, df))) => (sd, format!("{sd:.4} nats per paired difference, pooled over sizes ({df} df, measured)")),
+        (None, None) => anyhow::bail!(bad(
+            "no size has two finished seeds of both arms to measure the seed noise from; pass --sigma (the seed SD of one run's loss, e.g. 0.005)".into()
+        )),
+    };
+    let (deltas, rows) = plan(&cells, &law, m, sigma_d);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let speed = measured_speed(&sweep.results_dir(&args.results), cores);
+    println!(
+        "power: detect `{arm}` worth {m:.3}x the compute of `{}`: one-sided paired t-test over sizes, alpha {ALPHA}, {:.0}% power",
+        args.baseline,
+        TARGET * 100.0
+    );
+    println!("noise: {noise}");
+    println!(
+        "baseline law: L = {:.4} + {:.4} C^-{:.4} (C in PF-days), {law_source}",
+        law.e, law.a, law.alpha
+    );
+    println!("expected loss difference at {m:.3}x, per size:");
+    for (c, d) in cells.iter().zip(&deltas) {
+        println!(
+            "  {:<28} {:.5} nats ({:.2} paired-difference SDs)",
+            c.label,
+            d,
+            d / sigma_d
+        );
+    }
+    println!();
+    let table = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.sizes.len().to_string(),
+                r.sizes
+                    .iter()
+                    .map(|s| s.split(' ').next().unwrap_or(s))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                r.seeds.map_or(format!("> {MAX_SEEDS}"), |n| n.to_string()),
+                format!("{:.2}", r.power),
+                r.runs.to_string(),
+                format!("{:.3e}", r.flops),
+                duration(r.flops / speed.unwrap_or(ASSUMED_FLOPS_PER_S)),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "sizes",
+            "which (largest)",
+            "seeds/size",
+            "power",
+            "runs",
+            "FLOPs",
+            "time",
+        ],
+        table,
+    );
+    println!(
+        "\ntime at {:.0} GFLOP/s with all {cores} cores busy ({}); runs count both arms.",
+        speed.unwrap_or(ASSUMED_FLOPS_PER_S) / 1e9,
+        if speed.is_some() {
+            "measured on finished runs"
+        } else {
+            "assumed"
+        }
+    );
+    Ok(())
+}
