@@ -1,5 +1,5 @@
 //! Sweep files: every malformed file under tests/sweeps/bad gets the error it deserves
-//! (exit 2, nothing written), and expansion order is pinned.
+//! (exit 2 from `plan` and from `run`, nothing written), and expansion order is pinned.
 
 #[path = "common/run.rs"]
 mod run;
@@ -67,9 +67,24 @@ fn every_malformed_sweep_gets_a_clear_error() {
                 .is_some_and(|line| line.trim().parse::<usize>().is_ok());
             assert!(located, "{}: no line number in: {err}", file.display());
         }
+        // `run` must refuse it the same way, before anything is written.
+        let o = attnres()
+            .arg("run")
+            .arg(&file)
+            .arg("--results")
+            .arg(&results)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "run {}: {}",
+            file.display(),
+            stderr(&o)
+        );
         assert!(
             !results.exists(),
-            "{}: an invalid sweep wrote {}",
+            "{}: `run` on an invalid sweep wrote {}",
             file.display(),
             results.display()
         );

@@ -37,6 +37,10 @@ pub struct PowerArgs {
     /// The arm compared with the baseline (default: the sweep's first other arm).
     #[arg(long)]
     pub arm: Option<String>,
+    /// The baseline's law `A,ALPHA,E` (`L = E + A C^-ALPHA`, C in PF-days) instead of the
+    /// one fitted to finished runs.
+    #[arg(long)]
+    pub law: Option<String>,
     /// The reference arm.
     #[arg(long, default_value = "baseline")]
     pub baseline: String,
@@ -99,10 +103,7 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
         anyhow::bail!(bad("a scaling comparison needs at least two sizes".into()));
     }
     let runs = crate::analysis::load::load_runs(std::slice::from_ref(&sweep), &args.results)?;
-    let points: Vec<_> = fit_points(&runs, false)
-        .into_iter()
-        .filter(|p| p.arm == args.baseline || p.arm == arm)
-        .collect();
+    let points = fit_points(&runs, false);
     let fitted = analyse(
         &points,
         &FitOptions {
@@ -114,24 +115,25 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
         },
     )
     .ok();
-    let (law, law_source) = match &fitted {
-        Some(f) => (
-            f.arms[0].law,
-            format!("fitted to {} finished runs", points.len()),
+    let (law, law_source) = match (&args.law, &fitted) {
+        (Some(text), _) => (
+            parse_law(text).map_err(|e| bad(format!("--law {text}: {e}")))?,
+            "given by --law".to_string(),
         ),
-        None => (
+        (None, Some(f)) => (f.arms[0].law, format!("fitted to {} finished runs", points.len())),
+        (None, None) => (
             PUBLISHED,
-            "the report's published baseline law (nothing of this sweep fits yet)".to_string(),
+            "the report's published baseline law, since nothing of this sweep fits yet; its loss scale is the report's tokens, so pass --law A,ALPHA,E for your data".to_string(),
         ),
     };
     let m = match (args.multiplier, &fitted) {
         (Some(m), _) => m,
         (None, Some(f)) => f
             .arms
-            .get(1)
+            .iter()
+            .find(|a| a.arm == arm)
             .and_then(|a| a.multiplier)
-            .map(|e| e.value)
-            .unwrap_or(f64::NAN),
+            .map_or(f64::NAN, |e| e.value),
         (None, None) => anyhow::bail!(bad(
             "no finished runs to measure a multiplier from; pass --multiplier".into()
         )),
@@ -142,19 +144,19 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
         )));
     }
     let design = Design::new(&points, &args.baseline);
-    let diffs: Vec<Vec<f64>> = if design.arms.len() > 1 {
-        (0..design.cells.len())
+    // This arm's paired differences, per cell.
+    let diffs: Vec<Vec<f64>> = match design.arms.iter().position(|a| *a == arm) {
+        Some(k) => (0..design.cells.len())
             .map(|c| {
                 design.runs[0][c]
                     .loss
                     .iter()
-                    .zip(&design.runs[1][c].loss)
+                    .zip(&design.runs[k][c].loss)
                     .filter_map(|(b, a)| Some((*b)? - (*a)?))
                     .collect()
             })
-            .collect()
-    } else {
-        Vec::new()
+            .collect(),
+        None => Vec::new(),
     };
     let (sigma_d, noise) = match (args.sigma, pooled_sd(&diffs)) {
         (Some(s), _) => (s * 2f64.sqrt(), format!("--sigma {s} per run, so {:.4} per paired difference (independent arms)", s * 2f64.sqrt())),
@@ -225,5 +227,20 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
             "assumed"
         }
     );
+    println!(
+        "the plan assumes the multiplier holds at every size; where it grows with compute (see the report's per-size paired differences), the small sizes add less and more seeds are needed."
+    );
     Ok(())
+}
+
+/// `A,ALPHA,E` -> a law.
+fn parse_law(text: &str) -> Result<Law, String> {
+    let v: Vec<f64> = text
+        .split(',')
+        .map(|x| x.trim().parse::<f64>().map_err(|e| format!("`{x}`: {e}")))
+        .collect::<Result<_, _>>()?;
+    match v[..] {
+        [a, alpha, e] if a > 0.0 && alpha > 0.0 && e >= 0.0 => Ok(Law { a, alpha, e }),
+        _ => Err("give three numbers A,ALPHA,E with A > 0, ALPHA > 0, E >= 0".into()),
+    }
 }

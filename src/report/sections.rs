@@ -7,7 +7,9 @@ use super::tables::{
     HOLD_OUT_HEADER, PAIRED_HEADER, arms_table, fit_rows, hold_out_rows, paired_rows, runs_table,
 };
 use super::{Analysis, AnalysisOptions};
+use crate::analysis::design::Design;
 use crate::analysis::multiplier::FitReport;
+use crate::analysis::paired::paired_table;
 use crate::analysis::views;
 use crate::fmt::thousands;
 use crate::plot;
@@ -232,6 +234,7 @@ fn fits(
         }
         Err(why) => doc.p(format!("No scaling fit: {why}.")),
     }
+    paired(doc, a, opts);
     let series = views::scaling_series(&a.runs, fits, opts.six_nd)?;
     doc.figure(
         plot::scaling(figs, &format!("{name}: loss against compute"), &series, fits)?,
@@ -246,8 +249,7 @@ fn fits(
     Ok(())
 }
 
-/// Where the multipliers come from (per-size paired differences) and whether the fit
-/// predicts a size it has not seen.
+/// Whether the fit predicts a size it has not seen.
 fn validation(doc: &mut Doc, r: &FitReport) {
     if let Some(h) = &r.hold_out {
         doc.h(3, "Fit validation: the largest size held out");
@@ -257,15 +259,26 @@ fn validation(doc: &mut Doc, r: &FitReport) {
         ));
         doc.table(&HOLD_OUT_HEADER, hold_out_rows(h));
     }
-    if !r.paired.rows.is_empty() {
-        doc.h(3, "Per-size paired differences");
-        let survivors = r.paired.rows.iter().filter(|x| x.holm).count();
-        doc.p(format!(
-            "Validation loss of each arm minus the baseline's on the same seed, per size: mean over seeds, 95% t-interval and two-sided paired t-test. {} comparisons with a p-value were made; {} survive Holm's correction at a family-wise {} (marked). Negative means the arm is better.",
-            r.paired.comparisons, survivors, r.paired.alpha
-        ));
-        doc.table(&PAIRED_HEADER, paired_rows(&r.paired));
+}
+
+/// Per-size paired differences to the baseline, with or without a scaling fit (a sweep of
+/// one size has no fit but still has comparisons).
+fn paired(doc: &mut Doc, a: &Analysis, opts: &AnalysisOptions) {
+    let points = views::fit_points(&a.runs, opts.six_nd);
+    if !points.iter().any(|p| p.arm == opts.baseline) {
+        return;
     }
+    let table = paired_table(&Design::new(&points, &opts.baseline));
+    if table.rows.is_empty() {
+        return;
+    }
+    doc.h(3, "Per-size paired differences");
+    let survivors = table.rows.iter().filter(|x| x.holm).count();
+    doc.p(format!(
+        "Validation loss of each arm minus the baseline's on the same seed, per size: mean over seeds, 95% t-interval and two-sided paired t-test. {} comparisons with a p-value were made; {} survive Holm's correction at a family-wise {} (marked). Negative means the arm is better.",
+        table.comparisons, survivors, table.alpha
+    ));
+    doc.table(&PAIRED_HEADER, paired_rows(&table));
 }
 
 /// Fig. 5 and its table: the per-block view of SPEC section 8 at the largest size.

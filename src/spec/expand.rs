@@ -63,6 +63,19 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
             "the list is empty; give at least one seed (e.g. [0])",
         ));
     }
+    if let Some((i, seed)) = file
+        .seeds
+        .iter()
+        .enumerate()
+        .find(|(i, s)| file.seeds[..*i].contains(s))
+    {
+        return Err(SpecError::at(
+            &format!("seeds.{i}"),
+            format!(
+                "seed {seed} is listed twice; a repeated seed is the same run, not a new replicate"
+            ),
+        ));
+    }
     let lens = [
         (Axis::Size, sizes.len()),
         (Axis::Residual, residuals.len()),
@@ -136,7 +149,27 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
 
 fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
     let head_dim = file.model.head_dim;
-    let heads = |d: usize| (d / head_dim).max(1);
+    if head_dim == 0 {
+        return Err(SpecError::at(
+            "model.head_dim",
+            "must be at least 1 (e.g. 32); n_heads = d_model / head_dim",
+        ));
+    }
+    // n_heads = d_model / head_dim, which must divide exactly: two heads of 20 for
+    // d_model 40 and head_dim 16 would silently be another model than the one asked for.
+    let heads = |d: usize, path: &str| -> Result<usize, SpecError> {
+        if d == 0 || !d.is_multiple_of(head_dim) {
+            let below = (d / head_dim).max(1) * head_dim;
+            return Err(SpecError::at(
+                path,
+                format!(
+                    "d_model {d} is not a multiple of model.head_dim {head_dim}; use d_model {below} or {}, or give this size its own n_heads",
+                    below + head_dim
+                ),
+            ));
+        }
+        Ok(d / head_dim)
+    };
     match (&file.depth_width, file.sizes.is_empty()) {
         (Some(_), false) => Err(SpecError::at(
             "depth_width",
@@ -171,7 +204,7 @@ fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
                             name: name.clone(),
                             d_model: d,
                             n_blocks: n,
-                            n_heads: heads(d),
+                            n_heads: heads(d, &path)?,
                             path,
                         })
                     }
@@ -182,7 +215,10 @@ fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
                             .unwrap_or_else(|| format!("d{}x{}", e.d_model, e.n_blocks)),
                         d_model: e.d_model,
                         n_blocks: e.n_blocks,
-                        n_heads: e.n_heads.unwrap_or_else(|| heads(e.d_model)),
+                        n_heads: match e.n_heads {
+                            Some(h) => h,
+                            None => heads(e.d_model, &format!("{path}.d_model"))?,
+                        },
                         path,
                     }),
                 }
@@ -248,7 +284,7 @@ fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
                         name: format!("d{d}x{n}"),
                         d_model: d,
                         n_blocks: n,
-                        n_heads: heads(d),
+                        n_heads: heads(d, &format!("depth_width.ratios.{i}"))?,
                         path: format!("depth_width.ratios.{i}"),
                     });
                 }

@@ -121,6 +121,29 @@ impl TrainConfig {
                 ),
             ));
         }
+        for (key, value) in [("beta1", self.beta1), ("beta2", self.beta2)] {
+            if !(0.0..1.0).contains(&value) {
+                return Err((key, format!("{value} must lie in [0, 1)")));
+            }
+        }
+        if !(self.adam_eps.is_finite() && self.adam_eps > 0.0) {
+            return Err((
+                "adam_eps",
+                format!("{} must be a positive number", self.adam_eps),
+            ));
+        }
+        if !(self.grad_clip.is_finite() && self.grad_clip >= 0.0) {
+            return Err((
+                "grad_clip",
+                format!("{} must be >= 0 (0 turns clipping off)", self.grad_clip),
+            ));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Err((
+                "weight_decay",
+                format!("{} must be >= 0", self.weight_decay),
+            ));
+        }
         if self.eval_every == 0 {
             return Err(("eval_every", "must be at least 1".into()));
         }
@@ -188,5 +211,14 @@ mod tests {
         let mut c = config();
         c.budget = Budget::Flops(-1.0);
         assert_eq!(c.validate().unwrap_err().0, "budget");
+        let mut c = config();
+        c.beta1 = 1.5;
+        assert_eq!(c.validate().unwrap_err().0, "beta1");
+        let mut c = config();
+        c.grad_clip = -1.0;
+        assert_eq!(c.validate().unwrap_err().0, "grad_clip");
+        let mut c = config();
+        c.adam_eps = 0.0;
+        assert_eq!(c.validate().unwrap_err().0, "adam_eps");
     }
 }
