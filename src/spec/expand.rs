@@ -124,6 +124,24 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
             train,
             seed,
         };
+        let step_tokens = spec.tokens_per_step();
+        if spec.budget_tokens() < step_tokens as f64 {
+            let key = if file.budgets.is_empty() {
+                "train.budget".to_string()
+            } else {
+                format!("budgets.{}", idx[2])
+            };
+            return Err(SpecError::at(
+                &key,
+                format!(
+                    "size `{}`: the budget is {:.0} tokens, less than one optimizer step of {step_tokens} (batch_size {} x context {}); give at least {{tokens: {step_tokens}}}",
+                    size.name,
+                    spec.budget_tokens(),
+                    spec.train.batch_size,
+                    spec.model.context
+                ),
+            ));
+        }
         let id = spec.run_id();
         if !seen.insert(id.clone()) {
             merged += 1;

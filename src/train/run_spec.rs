@@ -32,14 +32,19 @@ impl RunSpec {
         (self.train.batch_size * self.model.context) as u64
     }
 
-    /// The budget in whole sequences of `context` tokens (rounded down, at least one).
-    pub fn total_sequences(&self) -> u64 {
-        let tokens = match self.train.budget {
+    /// The budget in tokens, before rounding to whole sequences.
+    pub fn budget_tokens(&self) -> f64 {
+        match self.train.budget {
             Budget::Tokens(t) => t,
             Budget::TokensPerParam(r) => r * param_counts(&self.model).non_embedding as f64,
             Budget::Flops(f) => f / flops_per_token(&self.model).training() as f64,
-        };
-        ((tokens / self.model.context as f64).floor() as u64).max(1)
+        }
+    }
+
+    /// The budget in whole sequences of `context` tokens (rounded down, at least one; a
+    /// sweep refuses budgets below one optimizer step before this is reached).
+    pub fn total_sequences(&self) -> u64 {
+        ((self.budget_tokens() / self.model.context as f64).floor() as u64).max(1)
     }
 
     pub fn total_tokens(&self) -> u64 {

@@ -241,11 +241,10 @@ impl<'a> Trainer<'a> {
         rows: usize,
     ) -> anyhow::Result<(f32, GradientsParams)> {
         let spec = self.spec;
-        let n_micro = spec.train.micro_batches.min(rows);
-        let per = rows.div_ceil(n_micro);
-        let batches: Vec<Batch> = (0..n_micro)
-            .map(|m| {
-                let size = per.min(rows - m * per);
+        let batches: Vec<Batch> = micro_sizes(rows, spec.train.micro_batches)
+            .into_iter()
+            .enumerate()
+            .map(|(m, size)| {
                 train_batch(
                     &self.data.train,
                     spec.seed,
@@ -255,7 +254,6 @@ impl<'a> Trainer<'a> {
                     spec.model.context,
                 )
             })
-            .filter(|b| b.rows > 0)
             .collect();
         let scored: usize = batches.iter().map(Batch::scored).sum();
         let train_device = self.device.clone().autodiff();
@@ -372,5 +370,36 @@ impl<'a> Trainer<'a> {
             finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                 .to_string(),
         })
+    }
+}
+
+/// Sequences per micro-batch for a step of `rows` sequences cut into at most `micro`
+/// micro-batches: sizes differ by at most one and add up to `rows` exactly (a short last
+/// step of 5 sequences in 4 micro-batches is 2, 1, 1, 1, not 2, 2, 1 and an underflow).
+fn micro_sizes(rows: usize, micro: usize) -> Vec<usize> {
+    let n = micro.clamp(1, rows.max(1));
+    (0..n)
+        .map(|m| rows / n + usize::from(m < rows % n))
+        .filter(|&s| s > 0)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::micro_sizes;
+
+    #[test]
+    fn micro_batches_add_up_to_the_step_including_a_short_last_step() {
+        assert_eq!(micro_sizes(8, 4), vec![2, 2, 2, 2]);
+        assert_eq!(micro_sizes(5, 4), vec![2, 1, 1, 1]);
+        assert_eq!(micro_sizes(3, 4), vec![1, 1, 1]);
+        assert_eq!(micro_sizes(16, 1), vec![16]);
+        for rows in 1..40 {
+            for micro in 1..9 {
+                let s = micro_sizes(rows, micro);
+                assert_eq!(s.iter().sum::<usize>(), rows, "{rows} rows in {micro}");
+                assert!(s.len() <= micro && s.iter().all(|&x| x > 0));
+            }
+        }
     }
 }
