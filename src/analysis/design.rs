@@ -170,23 +170,22 @@ impl Design {
         }
     }
 
-    /// The largest compute of any run.
-    pub fn largest_compute(&self) -> f64 {
+    /// The compute of every (arm, cell) that has runs.
+    fn computes(&self) -> impl Iterator<Item = f64> + '_ {
         self.runs
             .iter()
             .flatten()
             .filter(|c| !c.is_empty())
             .map(|c| c.compute)
-            .fold(f64::MIN, f64::max)
+    }
+
+    /// The largest compute of any run.
+    pub fn largest_compute(&self) -> f64 {
+        self.computes().fold(f64::MIN, f64::max)
     }
 
     pub fn smallest_compute(&self) -> f64 {
-        self.runs
-            .iter()
-            .flatten()
-            .filter(|c| !c.is_empty())
-            .map(|c| c.compute)
-            .fold(f64::MAX, f64::min)
+        self.computes().fold(f64::MAX, f64::min)
     }
 
     /// Distinct seeds an arm has, over all cells.

@@ -156,10 +156,6 @@ pub enum ConfigError {
     OddHeadDim(usize),
     #[error("ff_mult must be a positive finite number, got {0}")]
     BadFfMult(f64),
-    #[error(
-        "block_size {block_size} exceeds the model's {layers} sublayers; S = {layers} is already one block (a larger S is the same model under another run id)"
-    )]
-    BlockTooLarge { block_size: usize, layers: usize },
 }
 
 impl ModelConfig {
@@ -194,12 +190,6 @@ impl ModelConfig {
                 return Err(ConfigError::NotPositive {
                     key: "block_size",
                     value: 0,
-                });
-            }
-            if c.block_size > 2 * self.n_blocks {
-                return Err(ConfigError::BlockTooLarge {
-                    block_size: c.block_size,
-                    layers: 2 * self.n_blocks,
                 });
             }
             if c.heads == 0 {

@@ -10,7 +10,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::{Filter, describe, view};
 use crate::spec::{PlannedRun, Sweep};
 use crate::store::lock::RunLock;
-use crate::store::{RunDir, RunState, write_atomic};
+use crate::store::{RunDir, RunState, Status, write_atomic};
 use crate::train::{Outcome, TrainOptions, train};
 
 #[derive(Debug, Clone)]
@@ -171,7 +171,24 @@ fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutco
         }
         Err(e) => return RunOutcome::Failed(e.to_string()),
     };
-    match train(&run.spec, dir, opts) {
+    // A panic anywhere inside training (a backend assertion, an allocation failure that
+    // unwinds) becomes this run's failure, recorded in its status; the sweep goes on.
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| train(&run.spec, dir, opts)))
+            .unwrap_or_else(|panic| {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("unknown panic");
+                let reason = format!("panicked: {message}");
+                let _ = dir.write_status(&Status::Failed {
+                    step: 0,
+                    reason: reason.clone(),
+                });
+                Ok(Outcome::Failed { step: 0, reason })
+            });
+    match result {
         Ok(Outcome::Done(s)) => RunOutcome::Trained {
             val_loss: s.loss_val,
             wall_s: s.wall_s,

@@ -110,6 +110,23 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
                 format!("size `{}` with {}: {e}", size.name, residual.label()),
             )
         })?;
+        // The model accepts S > L (SPEC section 4: it behaves as S = L), but in a sweep it
+        // would be the same model as S = L under another run id.
+        if let ResidualConfig::AttnRes(c) = &model.residual
+            && c.block_size > 2 * model.n_blocks
+        {
+            return Err(SpecError::at(
+                &size.path,
+                format!(
+                    "size `{}` with {}: block_size {} exceeds the model's {} sublayers; S = {} is already one block, and a larger S trains the same model under another run id",
+                    size.name,
+                    residual.label(),
+                    c.block_size,
+                    2 * model.n_blocks,
+                    2 * model.n_blocks
+                ),
+            ));
+        }
         let train = TrainConfig {
             lr: lr_for(file, idx[0], sizes.len(), &model)?,
             budget,
