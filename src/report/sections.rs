@@ -148,7 +148,12 @@ fn setup(doc: &mut Doc, sweep: &Sweep, a: &Analysis) {
         f.model.ff_mult,
         first.train.beta1,
         first.train.beta2,
-        f.train.lr,
+        // With a per-size rule, `train.lr` is not what any run used.
+        if f.lr.is_some() {
+            "per size (table below)".to_string()
+        } else {
+            f.train.lr.to_string()
+        },
         f.train.warmup,
         f.train.min_lr_ratio,
         f.train.weight_decay,
