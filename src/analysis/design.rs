@@ -188,6 +188,16 @@ impl Design {
         self.computes().fold(f64::MAX, f64::min)
     }
 
+    /// `arm - baseline` in cell `cell`, over the seeds both have (the pairs).
+    pub fn paired_differences(&self, arm: usize, cell: usize) -> Vec<f64> {
+        self.runs[arm][cell]
+            .loss
+            .iter()
+            .zip(&self.runs[0][cell].loss)
+            .filter_map(|(a, b)| Some((*a)? - (*b)?))
+            .collect()
+    }
+
     /// Distinct seeds an arm has, over all cells.
     pub fn seed_count(&self, arm: usize) -> usize {
         let mut s: Vec<u64> = self.runs[arm]

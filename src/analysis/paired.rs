@@ -36,20 +36,14 @@ pub fn paired_table(design: &Design) -> PairedTable {
     let mut rows = Vec::new();
     for (k, arm) in design.arms.iter().enumerate().skip(1) {
         for (c, cell) in design.cells.iter().enumerate() {
-            let (base, mine) = (&design.runs[0][c], &design.runs[k][c]);
-            let diffs: Vec<f64> = mine
-                .loss
-                .iter()
-                .zip(&base.loss)
-                .filter_map(|(m, b)| Some((*m)? - (*b)?))
-                .collect();
+            let diffs = design.paired_differences(k, c);
             if diffs.is_empty() {
                 continue;
             }
             rows.push(PairedRow {
                 arm: arm.clone(),
                 cell: cell.clone(),
-                compute: base.compute,
+                compute: design.runs[0][c].compute,
                 test: PairedTest::of(&diffs),
                 holm: false,
             });

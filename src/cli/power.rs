@@ -145,16 +145,10 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
     }
     let design = Design::new(&points, &args.baseline);
     // This arm's paired differences, per cell.
+    // This arm's paired differences per cell (their spread is all the planner needs).
     let diffs: Vec<Vec<f64>> = match design.arms.iter().position(|a| *a == arm) {
         Some(k) => (0..design.cells.len())
-            .map(|c| {
-                design.runs[0][c]
-                    .loss
-                    .iter()
-                    .zip(&design.runs[k][c].loss)
-                    .filter_map(|(b, a)| Some((*b)? - (*a)?))
-                    .collect()
-            })
+            .map(|c| design.paired_differences(k, c))
             .collect(),
         None => Vec::new(),
     };

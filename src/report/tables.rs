@@ -63,6 +63,7 @@ pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun], baseline: &str) {
             .collect()
     };
     let base = losses(baseline);
+    let base_mean = (!base.is_empty()).then(|| SeedMean::of(&base).mean);
     let rows = views::arms(runs)
         .into_iter()
         .filter_map(|arm| {
@@ -71,11 +72,9 @@ pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun], baseline: &str) {
                 return None;
             }
             let m = SeedMean::of(&v);
-            let delta = if base.is_empty() {
-                String::new()
-            } else {
-                format!("{:+.4}", m.mean - SeedMean::of(&base).mean)
-            };
+            let delta = base_mean
+                .map(|b| format!("{:+.4}", m.mean - b))
+                .unwrap_or_default();
             Some(vec![
                 arm,
                 format!("{:.4}", m.mean),
