@@ -13,7 +13,7 @@ BIN   = $(CARGO_TARGET_DIR)/release/attnres
 # Sweeps whose reports are committed under reports/ (see README, "Reference results").
 REPORTED = quick scaling block_size ablations
 
-.PHONY: setup build test lint data quick report clean
+.PHONY: setup build test lint fuzz bench data quick report clean
 
 setup: $(LIBTORCH)/.complete
 	scripts/setup-chromium.sh
@@ -26,6 +26,14 @@ build: $(LIBTORCH)/.complete
 
 test: setup data
 	$(CARGO) test --release --locked --features $(FEATURES)
+
+# Speed and memory of baseline, Full and Block AttnRes at the reference size (not a test).
+bench: build
+	$(BIN) bench
+
+# Property-based tests of the sweep loader at full strength (the test run tries 3,000 cases).
+fuzz: $(LIBTORCH)/.complete
+	ATTNRES_FUZZ_CASES=100000 $(CARGO) test --release --locked --features $(FEATURES) --test sweep_fuzz -- --nocapture
 
 lint: $(LIBTORCH)/.complete
 	$(CARGO) fmt --check

@@ -12,3 +12,36 @@ pub fn thousands(n: u64) -> String {
     }
     out
 }
+
+/// `1.23 GB`, `456 MB`: decimal units, three significant digits.
+pub fn bytes_text(bytes: f64) -> String {
+    let units = [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")];
+    for (scale, unit) in units {
+        if bytes >= scale {
+            let x = bytes / scale;
+            let digits = if x >= 100.0 {
+                0
+            } else if x >= 10.0 {
+                1
+            } else {
+                2
+            };
+            return format!("{x:.digits$} {unit}");
+        }
+    }
+    format!("{bytes:.0} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_as_people_write_them() {
+        assert_eq!(bytes_text(1.234e9), "1.23 GB");
+        assert_eq!(bytes_text(456.0e6), "456 MB");
+        assert_eq!(bytes_text(12.5e3), "12.5 kB");
+        assert_eq!(bytes_text(3.3e12), "3.30 TB");
+        assert_eq!(bytes_text(12.0), "12 B");
+    }
+}

@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod backend;
 pub mod cli;
+pub mod cost;
 pub mod data;
 pub mod error;
 pub mod fmt;

@@ -2,8 +2,9 @@
 
 mod common;
 
-use attnres::model::config::AttnResConfig;
+use attnres::model::residual::{Residual, Scorer, Sublayers};
 use attnres::model::{Lm, ResidualConfig, Trace};
+use burn::tensor::{Tensor, TensorData};
 use common::*;
 
 /// Changing token t+1 must leave the logits at positions 0..=t unchanged.
@@ -84,18 +85,101 @@ fn zero_queries_give_uniform_depth_weights() {
     }
 }
 
-/// Full AttnRes is Block AttnRes with S = 1: same weights, same logits, bit for bit.
+/// Stand-in sublayers `f_l(x) = tanh(s_l x)`, simple enough to write twice.
+struct Toy(Vec<f32>);
+
+impl Sublayers for Toy {
+    fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
+        (x * self.0[layer]).tanh()
+    }
+}
+
+/// SPEC sections 3-4 written as a plain loop over one token's d-vectors: layer `l` reads the
+/// embedding, the completed blocks and (after a block's first layer) the partial sum, with
+/// weights `softmax_i((w_l * g_l) . v_i / rms(v_i))`; the output step reads every block.
+fn reference_attnres(e: &[f32], queries: &[Vec<f32>], block_size: usize, toy: &Toy) -> Vec<f32> {
+    let rms = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32 + 1e-6).sqrt();
+    let mix = |sources: &[Vec<f32>], w: &[f32]| -> Vec<f32> {
+        let logits: Vec<f32> = sources
+            .iter()
+            .map(|v| v.iter().zip(w).map(|(a, b)| a * b).sum::<f32>() / rms(v))
+            .collect();
+        let top = logits.iter().cloned().fold(f32::MIN, f32::max);
+        let exp: Vec<f32> = logits.iter().map(|z| (z - top).exp()).collect();
+        let total: f32 = exp.iter().sum();
+        (0..e.len())
+            .map(|j| {
+                sources
+                    .iter()
+                    .zip(&exp)
+                    .map(|(v, a)| v[j] * a / total)
+                    .sum()
+            })
+            .collect()
+    };
+    let layers = toy.0.len();
+    let mut blocks = vec![e.to_vec()];
+    let mut partial: Option<Vec<f32>> = None;
+    for l in 0..layers {
+        if l % block_size == 0 {
+            blocks.extend(partial.take());
+        }
+        let mut sources = blocks.clone();
+        sources.extend(partial.clone());
+        let x = mix(&sources, &queries[l]);
+        let y: Vec<f32> = x.iter().map(|v| (v * toy.0[l]).tanh()).collect();
+        partial = Some(match partial {
+            Some(p) => p.iter().zip(&y).map(|(a, b)| a + b).collect(),
+            None => y,
+        });
+    }
+    blocks.extend(partial);
+    mix(&blocks, &queries[layers])
+}
+
+/// Full (S = 1) and Block AttnRes (S = 2, 3, L) against the plain loop, with random queries
+/// and key-norm gains, to f32 rounding.
 #[test]
-fn full_equals_block_of_size_one() {
+fn attnres_matches_an_independent_loop() {
     let device = test_device();
-    let full = tiny(ResidualConfig::full());
-    let mut block1 = AttnResConfig::block(2);
-    block1.block_size = 1;
-    let block1 = tiny(ResidualConfig::AttnRes(block1));
-    let a = perturb(Lm::init(&full, 9, &device).unwrap(), 10, 0.5);
-    let b = perturb(Lm::init(&block1, 9, &device).unwrap(), 10, 0.5);
-    let input = tokens(&random_tokens(11, 2, 12, 37), 2, &device);
-    assert_eq!(to_vec(a.forward(input.clone())), to_vec(b.forward(input)));
+    for s in [1, 2, 3, 6] {
+        let config = tiny(ResidualConfig::block(s));
+        let model = perturb(Lm::init(&config, 21, &device).unwrap(), 22, 0.7);
+        let Residual::AttnRes(attnres) = &model.residual else {
+            panic!("block {s} is AttnRes");
+        };
+        let (t, d) = (5, config.d_model);
+        let e_data: Vec<f32> = (0..t * d)
+            .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
+            .collect();
+        let e = Tensor::<3>::from_data(TensorData::new(e_data.clone(), [1, t, d]), &device);
+        let toy = Toy((0..config.n_layers())
+            .map(|l| 0.6 + 0.3 * l as f32)
+            .collect());
+        let got = to_vec(attnres.forward(e, &toy, None));
+        // Each step's query with the key norm's gain folded in: w . (r(v) g) = (w g) . r(v).
+        let queries: Vec<Vec<f32>> = attnres
+            .mixes
+            .iter()
+            .map(|m| match &m.scorer {
+                Scorer::PseudoQuery(q) => {
+                    let w = to_vec(q.query.val());
+                    let g = to_vec(q.key_norm.as_ref().expect("key norm by default").gain.val());
+                    w.iter().zip(&g).map(|(a, b)| a * b).collect()
+                }
+                _ => panic!("the method uses a pseudo-query"),
+            })
+            .collect();
+        assert!(
+            queries.iter().flatten().any(|&q| q.abs() > 0.1),
+            "queries were not perturbed"
+        );
+        for pos in 0..t {
+            let want = reference_attnres(&e_data[pos * d..(pos + 1) * d], &queries, s, &toy);
+            let diff = max_abs_diff(&got[pos * d..(pos + 1) * d], &want);
+            assert!(diff < 1e-5, "S = {s}, token {pos}: max diff {diff}");
+        }
+    }
 }
 
 /// With S >= L the first layer sees [e], every later layer [e, p], the output [e, b_1].

@@ -2,15 +2,16 @@
 
 mod common;
 
+use attnres::model::Lm;
 use attnres::model::params::{named_grads, named_params};
 use attnres::model::residual::{Residual, Trace};
-use attnres::model::{Lm, cross_entropy};
+use attnres::train::eval::masked_cross_entropy;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Int, Tensor};
 use common::*;
 
 fn loss(model: &Lm, input: &Tensor<2, Int>, target: &Tensor<2, Int>) -> Tensor<1> {
-    cross_entropy(model.forward(input.clone()), target.clone())
+    masked_cross_entropy(model.forward(input.clone()), target.clone(), None)
 }
 
 /// Input and next-token target of a fixed batch.

@@ -5,10 +5,9 @@ use std::path::Path;
 use anyhow::Context;
 use polars::prelude::*;
 
-use crate::model::config::ResidualConfig;
 use crate::model::flops::PFLOPS_DAY;
 use crate::spec::{PlannedRun, Sweep};
-use crate::store::metrics::{read_depth, read_layers, read_steps};
+use crate::store::metrics::{read_depth, read_layers};
 use crate::store::{RunDir, Status, read_json};
 use crate::train::Summary;
 
@@ -24,12 +23,7 @@ pub struct LoadedRun {
 impl LoadedRun {
     /// `baseline`, `full`, `block`, `denseformer` (ablations keep their family's name).
     pub fn variant(&self) -> &'static str {
-        match &self.planned.spec.model.residual {
-            ResidualConfig::Baseline => "baseline",
-            ResidualConfig::Denseformer => "denseformer",
-            ResidualConfig::AttnRes(c) if c.block_size == 1 => "full",
-            ResidualConfig::AttnRes(_) => "block",
-        }
+        self.planned.spec.model.residual.variant()
     }
 
     /// Training compute in PFLOP/s-days, by the exact count or by 6ND.
@@ -88,24 +82,6 @@ pub fn runs_frame(runs: &[LoadedRun]) -> PolarsResult<DataFrame> {
         "acc_val" => runs.iter().map(|r| r.summary.acc_val.map(f64::from)).collect::<Vec<_>>(),
         "bpb_val" => runs.iter().map(|r| r.summary.bpb_val.map(f64::from)).collect::<Vec<_>>(),
         "wall_s" => col_f64(&|r| r.summary.wall_s),
-    )
-}
-
-/// Every logged step of every run, with its run id.
-pub fn steps_frame(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
-    let (mut id, mut step, mut tokens, mut train, mut val) =
-        (vec![], vec![], vec![], vec![], vec![]);
-    for r in runs {
-        for row in read_steps(&r.dir.steps())? {
-            id.push(r.planned.id.clone());
-            step.push(row.step);
-            tokens.push(row.tokens);
-            train.push(f64::from(row.loss_train));
-            val.push(row.loss_val.map(f64::from));
-        }
-    }
-    Ok(
-        df!("id" => id, "step" => step, "tokens" => tokens, "loss_train" => train, "loss_val" => val)?,
     )
 }
 

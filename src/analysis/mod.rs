@@ -2,6 +2,7 @@
 //! fit scaling laws, bootstrap compute multipliers, and shape what each figure shows.
 
 pub mod bootstrap;
+pub mod cost;
 pub mod design;
 pub mod figures;
 pub mod fit;

@@ -1,16 +1,21 @@
-//! `attnres bench`: training throughput and MFU of baseline, Full and Block AttnRes at a
-//! fixed reference config, per backend, against a matmul peak measured on this machine.
+//! `attnres bench`: training throughput, MFU and peak memory of baseline, Full and Block
+//! AttnRes at a fixed reference config, per backend, against a matmul peak measured on this
+//! machine. Each variant trains in a child process of its own, so that its peak resident
+//! memory (`VmHWM`) is its own and can be set beside the estimate `plan` uses.
 
 use std::time::Instant;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 use clap::Args;
+use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, BackendKind};
 use crate::data::Batch;
+use crate::fmt::bytes_text;
 use crate::model::flops::flops_per_token;
+use crate::model::memory::training_memory;
 use crate::model::{Lm, ModelConfig, ResidualConfig};
 use crate::train::config::TrainConfig;
 use crate::train::eval::{BatchTensors, masked_cross_entropy};
@@ -35,27 +40,32 @@ pub struct BenchArgs {
     pub context: usize,
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
+    /// Internal: measure only variant I with backend B and print its row as JSON.
+    #[arg(long, hide = true, num_args = 2, value_names = ["B", "I"])]
+    pub child: Vec<String>,
 }
 
+#[derive(Debug, Serialize, Deserialize)]
 struct Row {
     label: String,
     step_s: f64,
     tokens_per_s: f64,
     mfu: f64,
+    /// Peak resident memory of the process that trained it, where the OS tells.
+    peak_bytes: Option<f64>,
+    estimate_bytes: f64,
 }
 
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let backends = if args.backend.is_empty() {
-        BackendKind::compiled()
-    } else {
-        args.backend.clone()
-    };
-    let variants = [
+fn variants() -> [ResidualConfig; 3] {
+    [
         ResidualConfig::Baseline,
         ResidualConfig::full(),
         ResidualConfig::block(4),
-    ];
-    let reference = |residual: ResidualConfig| ModelConfig {
+    ]
+}
+
+fn reference(args: &BenchArgs, residual: ResidualConfig) -> ModelConfig {
+    ModelConfig {
         vocab_size: 256,
         d_model: args.d_model,
         n_blocks: args.n_blocks,
@@ -63,6 +73,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         ff_mult: 8.0 / 3.0,
         context: args.context,
         residual,
+    }
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let [backend, index] = args.child.as_slice() {
+        return run_child(&args, backend, index);
+    }
+    let backends = if args.backend.is_empty() {
+        BackendKind::compiled()
+    } else {
+        args.backend.clone()
     };
     println!(
         "reference: d_model {}, n_blocks {}, context {}, batch {} ({} tokens/step), {} timed steps",
@@ -83,31 +104,101 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             peak / 1e9
         );
         println!(
-            "{:<12} {:>10} {:>12} {:>7} {:>10} {:>10}",
-            "variant", "step ms", "tokens/s", "MFU", "tok/s vs", "step vs"
+            "{:<12} {:>10} {:>12} {:>7} {:>10} {:>10} {:>10} {:>10} {:>9}",
+            "variant",
+            "step ms",
+            "tokens/s",
+            "MFU",
+            "tok/s vs",
+            "step vs",
+            "peak mem",
+            "estimate",
+            "mem vs"
         );
         let mut rows = Vec::new();
-        for residual in variants.clone() {
-            let config = reference(residual);
+        for (i, residual) in variants().into_iter().enumerate() {
             rows.push(
-                measure(&config, &device, &args, peak)
-                    .with_context(|| format!("benchmarking {}", config.residual.label()))?,
+                measure_in_child(&args, kind, i, peak)
+                    .with_context(|| format!("benchmarking {}", residual.label()))?,
             );
         }
-        let base = (rows[0].tokens_per_s, rows[0].step_s);
+        let base = &rows[0];
+        let (base_tps, base_step, base_peak) = (base.tokens_per_s, base.step_s, base.peak_bytes);
         for r in &rows {
+            let mem = |b: Option<f64>| b.map_or("-".to_string(), bytes_text);
             println!(
-                "{:<12} {:>10.1} {:>12.0} {:>6.1}% {:>9.3}x {:>9.3}x",
+                "{:<12} {:>10.1} {:>12.0} {:>6.1}% {:>9.3}x {:>9.3}x {:>10} {:>10} {:>9}",
                 r.label,
                 r.step_s * 1e3,
                 r.tokens_per_s,
                 r.mfu * 100.0,
-                r.tokens_per_s / base.0,
-                r.step_s / base.1
+                r.tokens_per_s / base_tps,
+                r.step_s / base_step,
+                mem(r.peak_bytes),
+                bytes_text(r.estimate_bytes),
+                match (r.peak_bytes, base_peak) {
+                    (Some(p), Some(b)) => format!("{:.3}x", p / b),
+                    _ => "-".into(),
+                }
             );
         }
     }
+    println!(
+        "\npeak mem: the peak resident memory of the process that trained the variant (VmHWM; CPU only); estimate: what `plan` checks against the machine (docs/cost.md)"
+    );
     Ok(())
+}
+
+/// Runs variant `index` in a fresh process of this binary and reads back its row.
+fn measure_in_child(
+    args: &BenchArgs,
+    kind: BackendKind,
+    index: usize,
+    peak: f64,
+) -> anyhow::Result<Row> {
+    let exe = std::env::current_exe().context("locating the attnres binary")?;
+    let out = std::process::Command::new(exe)
+        .args(["bench", "--device", &args.device])
+        .args(["--steps", &args.steps.to_string()])
+        .args(["--d-model", &args.d_model.to_string()])
+        .args(["--n-blocks", &args.n_blocks.to_string()])
+        .args(["--context", &args.context.to_string()])
+        .args(["--batch-size", &args.batch_size.to_string()])
+        .args(["--child", kind.name(), &index.to_string()])
+        .output()
+        .context("starting a benchmark child process")?;
+    if !out.status.success() {
+        bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let mut row: Row = serde_json::from_slice(&out.stdout).context("reading the child's row")?;
+    row.mfu = flops_per_token(&reference(args, variants()[index].clone())).training() as f64
+        * row.tokens_per_s
+        / peak;
+    Ok(row)
+}
+
+fn run_child(args: &BenchArgs, backend: &str, index: &str) -> anyhow::Result<()> {
+    let kind = BackendKind::compiled()
+        .into_iter()
+        .find(|k| k.name() == backend)
+        .with_context(|| format!("backend {backend} is not compiled in"))?;
+    let residual = index
+        .parse::<usize>()
+        .ok()
+        .and_then(|i| variants().get(i).cloned())
+        .with_context(|| format!("no variant {index}"))?;
+    let device = backend::device(kind, &args.device)?;
+    let row = measure(&reference(args, residual), &device, args)?;
+    println!("{}", serde_json::to_string(&row)?);
+    Ok(())
+}
+
+/// Peak resident memory of this process, from `/proc/self/status` (Linux).
+fn peak_resident_bytes() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0)
 }
 
 /// Best-of-5 f32 throughput of a 1024 x 1024 x 1024 matmul, in FLOP/s.
@@ -133,12 +224,7 @@ fn matmul_peak(device: &Device) -> anyhow::Result<f64> {
     Ok(2.0 * (n as f64).powi(3) / best)
 }
 
-fn measure(
-    config: &ModelConfig,
-    device: &Device,
-    args: &BenchArgs,
-    peak: f64,
-) -> anyhow::Result<Row> {
+fn measure(config: &ModelConfig, device: &Device, args: &BenchArgs) -> anyhow::Result<Row> {
     let train_device = device.clone().autodiff();
     let mut model = Lm::init(config, 0, &train_device)?;
     let train: TrainConfig =
@@ -174,12 +260,16 @@ fn measure(
         }
     }
     let step_s = timed / args.steps as f64;
-    let tokens_per_s = (b * t) as f64 / step_s;
-    let flops = flops_per_token(config).training() as f64 * tokens_per_s;
     Ok(Row {
         label: config.residual.label(),
         step_s,
-        tokens_per_s,
-        mfu: flops / peak,
+        tokens_per_s: (b * t) as f64 / step_s,
+        mfu: 0.0, // set by the parent, which measured the matmul peak
+        peak_bytes: if args.device == "cpu" {
+            peak_resident_bytes()
+        } else {
+            None
+        },
+        estimate_bytes: training_memory(config, b).total(),
     })
 }

@@ -2,6 +2,7 @@
 
 mod analyze;
 mod bench;
+mod cost;
 mod data;
 mod model;
 mod power;
@@ -28,7 +29,7 @@ pub enum Command {
     /// Print parameters, FLOPs per token, depth sources and their memory for model settings.
     Model(model::ModelArgs),
     /// Print every run of a sweep (id, variant, size, params, tokens, FLOPs, time, status).
-    Plan(sweep::SweepArgs),
+    Plan(sweep::PlanArgs),
     /// Train every run of a sweep that is not done (resumes partial runs, skips done ones).
     Run(sweep::RunArgs),
     /// Show done / partial / failed / pending runs of a sweep, with their last loss.
@@ -51,6 +52,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Seeds and sizes needed to detect a compute multiplier at 80% power, and their cost.
     Power(power::PowerArgs),
+    /// Depth I/O, pipeline communication, prefill cache and training memory of a model shape.
+    Cost(cost::CostArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -68,6 +71,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Data(args) => data::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Power(args) => power::run(args),
+        Command::Cost(args) => cost::run(args),
     }
 }
 

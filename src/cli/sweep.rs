@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::train::DeviceArgs;
 use super::{InputError, thousands};
+use crate::fmt::bytes_text;
 use crate::model::flops::{PFLOPS_DAY, param_counts};
 use crate::runner::{Filter, RunOutcome, RunnerOptions, outcome_text, run_sweep, view};
 use crate::spec::Sweep;
@@ -27,6 +28,32 @@ pub struct SweepArgs {
     /// Select runs: key=value (size, arm, variant, block_size, seed, id) or text; repeatable.
     #[arg(long)]
     pub filter: Vec<String>,
+}
+
+/// `attnres plan`: the sweep, and the device and parallelism whose memory it must fit.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// The device the runs will train on (cpu, cuda, cuda:N): its memory bounds each run.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Runs to be trained at once, which share the device's memory.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+}
+
+/// Checks files and memory for `device`, located in the sweep file; exit 2 on failure.
+fn check_environment(sweep: &Sweep, device: &str, jobs: usize) -> anyhow::Result<()> {
+    let limit = crate::runner::capacity::memory_limit(device, jobs);
+    if limit.is_none() {
+        eprintln!(
+            "note: cannot read the memory of `{device}` here; runs are not checked against it"
+        );
+    }
+    sweep
+        .check_environment(limit.as_ref())
+        .map_err(|e| InputError(e.to_string()).into())
 }
 
 impl SweepArgs {
@@ -61,8 +88,10 @@ pub struct RunArgs {
     pub device: DeviceArgs,
 }
 
-pub fn run_plan(args: SweepArgs) -> anyhow::Result<()> {
+pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
+    let args = plan.sweep;
     let (sweep, filters) = args.load()?;
+    check_environment(&sweep, &plan.device, plan.jobs)?;
     let root = sweep.results_dir(&args.results);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let measured = measured_speed(&root, cores);
@@ -82,8 +111,8 @@ pub fn run_plan(args: SweepArgs) -> anyhow::Result<()> {
         println!("cost: {cost}");
     }
     println!(
-        "\n{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10} {:>9} {:<8}",
-        "id", "variant", "S", "size", "params", "tokens", "FLOPs", "est.", "status"
+        "\n{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10} {:>9} {:>9} {:<8}",
+        "id", "variant", "S", "size", "params", "tokens", "FLOPs", "memory", "est.", "status"
     );
     let (mut tokens, mut flops, mut seconds, mut n) = (0u64, 0f64, 0f64, 0);
     for run in sweep
@@ -95,7 +124,7 @@ pub fn run_plan(args: SweepArgs) -> anyhow::Result<()> {
         let f = crate::model::flops::flops_exact(&spec.model, spec.total_tokens());
         let state = view(&RunDir::new(root.join(&run.id)))?;
         println!(
-            "{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10.3e} {:>9} {:<8}",
+            "{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10.3e} {:>9} {:>9} {:<8}",
             run.id,
             run.arm,
             run.block_size
@@ -105,6 +134,7 @@ pub fn run_plan(args: SweepArgs) -> anyhow::Result<()> {
             thousands(param_counts(&spec.model).non_embedding),
             thousands(spec.total_tokens()),
             f,
+            bytes_text(spec.memory().total()),
             duration(f / speed),
             if state.holder.is_some() {
                 "running"
@@ -136,15 +166,13 @@ pub fn run_plan(args: SweepArgs) -> anyhow::Result<()> {
 
 pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.sweep.load()?;
-    let mut data_configs: Vec<&crate::data::DataConfig> =
-        sweep.runs.iter().map(|r| &r.spec.data).collect();
-    data_configs.dedup();
-    for data in data_configs {
-        crate::data::check_available(data)
-            .map_err(|e| InputError(format!("{}: {e}", args.sweep.sweep.display())))?;
-    }
+    check_environment(&sweep, &args.device.device, args.jobs)?;
     if args.dry_run {
-        return run_plan(args.sweep);
+        return run_plan(PlanArgs {
+            sweep: args.sweep,
+            device: args.device.device,
+            jobs: args.jobs,
+        });
     }
     let opts = RunnerOptions {
         results_root: args.sweep.results.clone(),

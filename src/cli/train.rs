@@ -98,7 +98,7 @@ fn load_run(run: &Path, device: &burn::tensor::Device) -> anyhow::Result<(RunSpe
     let dir = RunDir::new(run);
     let spec: RunSpec = read_json(&dir.spec())
         .map_err(|e| InputError(format!("{} is not a run folder: {e}", run.display())))?;
-    let Some(ckpt) = checkpoint::find(&dir) else {
+    let Some(ckpt) = dir.find_checkpoint() else {
         anyhow::bail!(InputError(format!(
             "{} has no checkpoint; train it first (`attnres train`) or pick a finished run",
             run.display()

@@ -77,41 +77,93 @@ pub struct Dataset {
     pub tokenizer: Tokenizer,
 }
 
-/// Checks that the corpus of `config` is there, without reading it: a sweep calls this
-/// before training anything.
-pub fn check_available(config: &DataConfig) -> Result<(), DataError> {
-    match &config.corpus {
-        CorpusConfig::Shakespeare => shakespeare::load(&cache::cache_dir()).map(|_| ()),
-        CorpusConfig::Text { paths } => corpus::expand(paths, "data.corpus.text.paths").map(|_| ()),
-        CorpusConfig::Parquet { paths, .. } => {
-            corpus::expand(paths, "data.corpus.parquet.paths").map(|_| ())
+/// Checks what the configuration alone can tell, before any file is read: synthetic task
+/// parameters and example lengths against `context`, BPE vocabulary size, and that corpora
+/// which define their own tokens use the byte tokenizer. The error comes with the key it is
+/// about (`data.corpus` or `data.tokenizer`).
+pub fn validate_config(
+    config: &DataConfig,
+    context: usize,
+) -> Result<(), (&'static str, DataError)> {
+    let own_tokens = match &config.corpus {
+        CorpusConfig::Synthetic(task) => {
+            synthetic::validate(task, context).map_err(|e| ("data.corpus", e))?;
+            Some("synthetic")
         }
+        CorpusConfig::Tokens { vocab_size, .. } => {
+            if *vocab_size == 0 || *vocab_size > 1 << 16 {
+                return Err((
+                    "data.corpus",
+                    DataError::Config(format!(
+                        "tokens.vocab_size is {vocab_size}; uint16 token files hold 1 to 65536 ids"
+                    )),
+                ));
+            }
+            Some("tokens")
+        }
+        _ => None,
+    };
+    match (&config.tokenizer, own_tokens) {
+        (TokenizerConfig::Byte, _) => Ok(()),
+        (_, Some(what)) => Err((
+            "data.tokenizer",
+            DataError::Config(format!(
+                "must be `byte` for a {what} corpus, which defines its own tokens; remove data.tokenizer"
+            )),
+        )),
+        (TokenizerConfig::Bpe { vocab_size }, None) => {
+            tokenizer::check_bpe_vocab(*vocab_size).map_err(|e| ("data.tokenizer", e))
+        }
+        (TokenizerConfig::File { .. }, None) => Ok(()),
+    }
+}
+
+/// Checks that the corpus and tokenizer files of `config` are there (and that a tokenizer
+/// file loads), without reading the corpus: a sweep calls this before training anything.
+pub fn check_available(config: &DataConfig) -> Result<(), (&'static str, DataError)> {
+    let corpus = |e| ("data.corpus", e);
+    match &config.corpus {
+        CorpusConfig::Shakespeare => shakespeare::load(&cache::cache_dir())
+            .map(|_| ())
+            .map_err(corpus)?,
+        CorpusConfig::Text { paths } => corpus::expand(paths, "data.corpus.text.paths")
+            .map(|_| ())
+            .map_err(corpus)?,
+        CorpusConfig::Parquet { paths, .. } => corpus::expand(paths, "data.corpus.parquet.paths")
+            .map(|_| ())
+            .map_err(corpus)?,
         CorpusConfig::Tokens { train, val, .. } => {
             for (key, path) in [("train", train), ("val", val)] {
                 if !path.is_file() {
-                    return Err(DataError::Missing(format!(
+                    return Err(corpus(DataError::Missing(format!(
                         "data.corpus.tokens.{key}: {} is not a readable file",
                         path.display()
-                    )));
+                    ))));
                 }
             }
-            Ok(())
         }
-        CorpusConfig::Synthetic(_) => Ok(()),
+        CorpusConfig::Synthetic(_) => {}
     }
+    if let TokenizerConfig::File { path } = &config.tokenizer {
+        if !path.is_file() {
+            return Err((
+                "data.tokenizer",
+                DataError::Missing(format!(
+                    "file.path: {} does not exist; give the path of a Hugging Face tokenizer.json",
+                    path.display()
+                )),
+            ));
+        }
+        Tokenizer::load(path).map_err(|e| ("data.tokenizer", e))?;
+    }
+    Ok(())
 }
 
 /// Loads and tokenizes the corpus of `config` for sequences of `context` tokens.
 pub fn load(config: &DataConfig, context: usize, seed: u64) -> Result<Dataset, DataError> {
     let cache = cache::cache_dir();
-    let byte_only = |what: &str| -> Result<(), DataError> {
-        if config.tokenizer != TokenizerConfig::Byte {
-            return Err(DataError::Config(format!(
-                "data.tokenizer must be `byte` for a {what} corpus (it defines its own tokens)"
-            )));
-        }
-        Ok(())
-    };
+    validate_config(config, context)
+        .map_err(|(key, e)| DataError::Config(format!("{key}: {e}")))?;
     let docs = match &config.corpus {
         CorpusConfig::Shakespeare => shakespeare::load(&cache)?,
         CorpusConfig::Text { paths } => {
@@ -126,7 +178,6 @@ pub fn load(config: &DataConfig, context: usize, seed: u64) -> Result<Dataset, D
             val,
             vocab_size,
         } => {
-            byte_only("tokens")?;
             let train = Split::stream(corpus::read_u16_tokens(train, *vocab_size)?);
             let val = Split::stream(corpus::read_u16_tokens(val, *vocab_size)?);
             return checked(
@@ -141,7 +192,6 @@ pub fn load(config: &DataConfig, context: usize, seed: u64) -> Result<Dataset, D
             );
         }
         CorpusConfig::Synthetic(task) => {
-            byte_only("synthetic")?;
             let (train, val) = synthetic::generate(task, context, seed)?;
             return checked(
                 Dataset {

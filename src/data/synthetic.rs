@@ -37,7 +37,7 @@ pub fn generate(
             ..
         } => (*train_examples, *val_examples),
     };
-    validate(config)?;
+    validate(config, context)?;
     let split = |stream: u64, n: usize| -> Result<Split, DataError> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(stream);
@@ -49,13 +49,7 @@ pub fn generate(
                 SyntheticConfig::Khop { hops, n_vars, .. } => khop(&mut rng, *hops, *n_vars),
                 SyntheticConfig::Mqar { pairs, queries, .. } => mqar(&mut rng, *pairs, *queries),
             };
-            if ex.text.len() > row {
-                return Err(DataError::Config(format!(
-                    "synthetic examples take up to {} tokens but context + 1 is {row}; raise \
-                     model.context or lower the task size",
-                    ex.text.len()
-                )));
-            }
+            debug_assert!(ex.text.len() <= max_example_len(config));
             let start = tokens.len();
             tokens.extend(ex.text.iter().map(|&b| u32::from(b)));
             tokens.resize(start + row, u32::from(PAD));
@@ -70,24 +64,67 @@ pub fn generate(
     Ok((split(1, train_n)?, split(2, val_n)?))
 }
 
-fn validate(config: &SyntheticConfig) -> Result<(), DataError> {
-    match config {
-        SyntheticConfig::Khop { hops, n_vars, .. } => {
+/// Checks a task's parameters and that its longest example fits in `context + 1` tokens,
+/// without generating anything. The message names the key under `data.corpus.synthetic`.
+pub fn validate(config: &SyntheticConfig, context: usize) -> Result<(), DataError> {
+    let (train, val) = match config {
+        SyntheticConfig::Khop {
+            hops,
+            n_vars,
+            train_examples,
+            val_examples,
+        } => {
             if *hops < 1 || *n_vars > LETTERS.len() || *n_vars < hops + 1 {
                 return Err(DataError::Config(format!(
                     "synthetic khop needs hops >= 1 and hops + 1 <= n_vars <= 26, got hops {hops}, n_vars {n_vars}"
                 )));
             }
+            (*train_examples, *val_examples)
         }
-        SyntheticConfig::Mqar { pairs, queries, .. } => {
+        SyntheticConfig::Mqar {
+            pairs,
+            queries,
+            train_examples,
+            val_examples,
+        } => {
             if *pairs < 1 || *pairs > LETTERS.len() || *queries < 1 || queries > pairs {
                 return Err(DataError::Config(format!(
                     "synthetic mqar needs 1 <= queries <= pairs <= 26, got pairs {pairs}, queries {queries}"
                 )));
             }
+            (*train_examples, *val_examples)
+        }
+    };
+    for (key, n) in [("train_examples", train), ("val_examples", val)] {
+        if n == 0 {
+            return Err(DataError::Config(format!(
+                "{key} is 0; a split needs at least one example (e.g. {})",
+                if key == "train_examples" {
+                    20_000
+                } else {
+                    1_000
+                }
+            )));
         }
     }
+    let longest = max_example_len(config);
+    if longest > context + 1 {
+        return Err(DataError::Config(format!(
+            "synthetic examples take up to {longest} tokens but model.context + 1 is {}; raise model.context to at least {} or lower the task size",
+            context + 1,
+            longest - 1
+        )));
+    }
     Ok(())
+}
+
+/// Bytes of the longest example: khop writes every variable once (`x=y;`) and asks one
+/// (`x?d`); mqar writes `pairs` triples and `queries` triples, comma-separated, around `|`.
+fn max_example_len(config: &SyntheticConfig) -> usize {
+    match config {
+        SyntheticConfig::Khop { n_vars, .. } => 4 * n_vars + 3,
+        SyntheticConfig::Mqar { pairs, queries, .. } => 4 * pairs + 4 * queries - 1,
+    }
 }
 
 fn digit(rng: &mut ChaCha8Rng) -> u8 {
@@ -185,6 +222,50 @@ mod tests {
             assert_eq!(ex.answers, vec![text.len() - 1]);
             assert_eq!(resolve(&text), text.chars().last(), "{text}");
         }
+    }
+
+    /// The plan-time length check must be exact: no example longer, the longest as long.
+    #[test]
+    fn the_length_bound_is_the_longest_example() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for (hops, n_vars) in [(1, 2), (3, 8), (5, 26)] {
+            let cfg = SyntheticConfig::Khop {
+                hops,
+                n_vars,
+                train_examples: 1,
+                val_examples: 1,
+            };
+            let longest = (0..100)
+                .map(|_| khop(&mut rng, hops, n_vars).text.len())
+                .max();
+            assert_eq!(longest, Some(max_example_len(&cfg)), "khop {hops} {n_vars}");
+        }
+        for (pairs, queries) in [(1, 1), (6, 3), (26, 26)] {
+            let cfg = SyntheticConfig::Mqar {
+                pairs,
+                queries,
+                train_examples: 1,
+                val_examples: 1,
+            };
+            let longest = (0..100)
+                .map(|_| mqar(&mut rng, pairs, queries).text.len())
+                .max();
+            assert_eq!(
+                longest,
+                Some(max_example_len(&cfg)),
+                "mqar {pairs} {queries}"
+            );
+        }
+        let cfg = SyntheticConfig::Khop {
+            hops: 2,
+            n_vars: 5,
+            train_examples: 0,
+            val_examples: 1,
+        };
+        assert!(
+            validate(&cfg, 64).is_err(),
+            "zero training examples must be refused"
+        );
     }
 
     #[test]

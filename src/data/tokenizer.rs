@@ -21,6 +21,16 @@ pub enum Tokenizer {
     },
 }
 
+/// Byte-level BPE starts from the 256 bytes, so it needs room for at least one merge.
+pub fn check_bpe_vocab(vocab_size: usize) -> Result<(), DataError> {
+    if vocab_size < 257 {
+        return Err(DataError::Config(format!(
+            "bpe.vocab_size is {vocab_size}; byte-level BPE needs at least 257 (256 bytes + merges)"
+        )));
+    }
+    Ok(())
+}
+
 impl Tokenizer {
     /// Builds the tokenizer of `config`; BPE trains on `train_text` unless already cached.
     pub fn build(
@@ -32,11 +42,7 @@ impl Tokenizer {
             TokenizerConfig::Byte => Ok(Self::Byte),
             TokenizerConfig::File { path } => Self::load(path),
             TokenizerConfig::Bpe { vocab_size } => {
-                if *vocab_size < 257 {
-                    return Err(DataError::Config(format!(
-                        "tokenizer.bpe.vocab_size is {vocab_size}; byte-level BPE needs at least 257 (256 bytes + merges)"
-                    )));
-                }
+                check_bpe_vocab(*vocab_size)?;
                 let key = format!("{:x}", Sha256::digest(train_text.as_bytes()));
                 let path = cache
                     .join("tokenizers")

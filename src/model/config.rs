@@ -106,7 +106,29 @@ impl ResidualConfig {
         Self::AttnRes(AttnResConfig::block(block_size))
     }
 
+    /// The family: `baseline`, `full`, `block`, `denseformer` (ablations keep their family's
+    /// name).
+    pub fn variant(&self) -> &'static str {
+        match self {
+            Self::Baseline => "baseline",
+            Self::Denseformer => "denseformer",
+            Self::AttnRes(c) if c.block_size == 1 => "full",
+            Self::AttnRes(_) => "block",
+        }
+    }
+
+    /// The method as published, not an ablation: every AttnRes option at its default but
+    /// the block size.
+    pub fn is_plain(&self) -> bool {
+        match self {
+            Self::AttnRes(c) => *c == AttnResConfig::block(c.block_size),
+            _ => true,
+        }
+    }
+
     /// A short human name: `baseline`, `full`, `block S=4`, `denseformer`, plus ablations.
+    /// The one place a label is made; nothing parses it back (use [`Self::variant`] and
+    /// [`Self::is_plain`]).
     pub fn label(&self) -> String {
         match self {
             Self::Baseline => "baseline".into(),
@@ -154,9 +176,26 @@ pub enum ConfigError {
     },
     #[error("head_dim {0} must be even for rotary embeddings; change d_model or n_heads")]
     OddHeadDim(usize),
-    #[error("ff_mult must be a positive finite number, got {0}")]
+    #[error("ff_mult must be a positive finite number of at most 64, got {0}")]
     BadFfMult(f64),
+    #[error(
+        "`{key}` is {value}, beyond any model attnres builds (at most {max}); did you mean a smaller value?"
+    )]
+    TooLarge {
+        key: &'static str,
+        value: usize,
+        max: usize,
+    },
 }
+
+/// Upper bounds far above any published model, so that counts stay exact in 64-bit
+/// integers and nothing is allocated per layer for a typo.
+const LIMITS: [(&str, usize); 4] = [
+    ("vocab_size", 1 << 22),
+    ("d_model", 1 << 16),
+    ("n_blocks", 1 << 12),
+    ("context", 1 << 20),
+];
 
 impl ModelConfig {
     /// Checks everything that would make the model impossible to build.
@@ -172,6 +211,15 @@ impl ModelConfig {
                 return Err(ConfigError::NotPositive { key, value });
             }
         }
+        for ((key, max), value) in
+            LIMITS
+                .into_iter()
+                .zip([self.vocab_size, self.d_model, self.n_blocks, self.context])
+        {
+            if value > max {
+                return Err(ConfigError::TooLarge { key, value, max });
+            }
+        }
         if !self.d_model.is_multiple_of(self.n_heads) {
             return Err(ConfigError::NotDivisible {
                 d_model: self.d_model,
@@ -182,7 +230,7 @@ impl ModelConfig {
         if !self.head_dim().is_multiple_of(2) {
             return Err(ConfigError::OddHeadDim(self.head_dim()));
         }
-        if !(self.ff_mult.is_finite() && self.ff_mult > 0.0) {
+        if !(self.ff_mult.is_finite() && self.ff_mult > 0.0 && self.ff_mult <= 64.0) {
             return Err(ConfigError::BadFfMult(self.ff_mult));
         }
         if let ResidualConfig::AttnRes(c) = &self.residual {

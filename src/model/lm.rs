@@ -1,7 +1,6 @@
 //! The Llama-style decoder LM around the residual family (SPEC section 7).
 
 use burn::module::{Module, Param};
-use burn::tensor::activation::log_softmax;
 use burn::tensor::module::embedding;
 use burn::tensor::{Device, Int, Tensor};
 
@@ -121,13 +120,4 @@ impl Lm {
             .forward(x)
             .matmul(self.head.val().unsqueeze()) // [B, T, vocab]
     }
-}
-
-/// Mean next-token cross-entropy in nats: logits `[B, T, V]`, targets `[B, T]`.
-pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
-    let log_probs = log_softmax(logits, 2); // [B, T, V]
-    log_probs
-        .gather(2, targets.unsqueeze_dim::<3>(2)) // [B, T, 1]
-        .mean()
-        .neg()
 }

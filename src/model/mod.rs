@@ -6,6 +6,7 @@ pub mod config;
 pub mod flops;
 pub mod init;
 pub mod lm;
+pub mod memory;
 pub mod mlp;
 pub mod norm;
 pub mod params;
@@ -15,5 +16,5 @@ pub mod sources;
 pub mod wire;
 
 pub use config::{AttnResConfig, ModelConfig, ResidualConfig};
-pub use lm::{Lm, cross_entropy};
+pub use lm::Lm;
 pub use residual::{Probes, Trace};

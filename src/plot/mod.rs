@@ -2,6 +2,7 @@
 //! (DejaVu Sans through ab_glyph: no fontconfig, the same text on every machine).
 
 pub mod block;
+pub mod cost;
 pub mod curves;
 pub mod heatmap;
 pub mod layers;
@@ -14,6 +15,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 pub use block::block_size;
+pub use cost::depth_cost;
 pub use curves::training_curves;
 pub use heatmap::{depth_attention, depth_width};
 pub use layers::layer_profiles;

@@ -110,7 +110,7 @@ impl Figure for Scaling<'_> {
                     })
                 })
                 .collect();
-            let (w, h) = area.dim_in_pixel();
+            let (_, h) = area.dim_in_pixel();
             for (k, line) in lines.iter().enumerate() {
                 area.draw(&Text::new(
                     line.clone(),
@@ -129,7 +129,6 @@ impl Figure for Scaling<'_> {
                 (FONT, 12).into_font().color(&BLACK.mix(0.6)),
             ))
             .map_err(err)?;
-            let _ = w;
         }
         Ok(())
     }

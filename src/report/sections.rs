@@ -7,11 +7,13 @@ use super::tables::{
     HOLD_OUT_HEADER, PAIRED_HEADER, arms_table, fit_rows, hold_out_rows, paired_rows, runs_table,
 };
 use super::{Analysis, AnalysisOptions};
+use crate::analysis::cost::cost_curves;
 use crate::analysis::design::Design;
 use crate::analysis::multiplier::FitReport;
 use crate::analysis::paired::paired_table;
 use crate::analysis::views;
 use crate::fmt::thousands;
+use crate::model::config::ResidualConfig;
 use crate::plot;
 use crate::spec::Sweep;
 
@@ -126,6 +128,7 @@ pub fn build(
             "Mean weight each mixing step puts on each source at the end of training.",
         );
     }
+    depth_cost(&mut doc, a, figs, &f.name)?;
     doc.h(2, "Reproduce");
     doc.code(format!(
         "attnres run {p}\nattnres report {p}\nattnres fit {p} --resamples {} --seed {}",
@@ -134,6 +137,49 @@ pub fn build(
         p = sweep.path.display()
     ));
     Ok(doc)
+}
+
+/// What each arm's depth mixing costs at scale, next to what it buys (docs/cost.md).
+fn depth_cost(doc: &mut Doc, a: &Analysis, figs: &Path, name: &str) -> anyhow::Result<()> {
+    let arms: Vec<ResidualConfig> = a
+        .runs
+        .iter()
+        .map(|r| r.planned.spec.model.residual.clone())
+        .collect();
+    let curves = cost_curves(&arms);
+    doc.h(2, "Cost of depth mixing at scale");
+    let rows = curves
+        .iter()
+        .map(|c| {
+            let at = |v: &[(f64, f64)], l: f64| {
+                v.iter()
+                    .find(|p| p.0 == l)
+                    .map_or("-".into(), |p| format!("{:.2}d", p.1))
+            };
+            vec![
+                c.arm.clone(),
+                at(&c.io, 128.0),
+                at(&c.state, 128.0),
+                at(&c.io, 256.0),
+                at(&c.state, 256.0),
+            ]
+        })
+        .collect();
+    doc.table(
+        &[
+            "variant",
+            "I/O per layer, L = 128",
+            "extra state, L = 128",
+            "I/O per layer, L = 256",
+            "extra state, L = 256",
+        ],
+        rows,
+    );
+    doc.figure(
+        plot::depth_cost(figs, &format!("{name}: depth-mixing cost against depth"), &curves)?,
+        "Memory I/O per token per layer caused by the residual mechanism (the report's Table 1, two-phase schedule for AttnRes; Full in 8 groups as in Table 1) and d-vectors per token kept beyond a standard residual's hidden state, for each arm of this sweep at its own block size, from L = 8 to 256 layers. Formulas, sources and assumptions: docs/cost.md; `attnres cost` prints them for any shape and parallel layout.",
+    );
+    Ok(())
 }
 
 fn setup(doc: &mut Doc, sweep: &Sweep, a: &Analysis) {

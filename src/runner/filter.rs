@@ -38,7 +38,7 @@ impl Filter {
             Self::Key { key, value } => match key.as_str() {
                 "size" => run.size == *value,
                 "arm" => run.arm == *value,
-                "variant" => run.arm.split(' ').next() == Some(value.as_str()),
+                "variant" => run.spec.model.residual.variant() == value.as_str(),
                 "block_size" => {
                     run.block_size.map(|s| s.to_string()).as_deref() == Some(value.as_str())
                 }

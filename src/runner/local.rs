@@ -171,23 +171,7 @@ fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutco
         }
         Err(e) => return RunOutcome::Failed(e.to_string()),
     };
-    // A panic anywhere inside training (a backend assertion, an allocation failure that
-    // unwinds) becomes this run's failure, recorded in its status; the sweep goes on.
-    let result =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| train(&run.spec, dir, opts)))
-            .unwrap_or_else(|panic| {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("unknown panic");
-                let reason = format!("panicked: {message}");
-                let _ = dir.write_status(&Status::Failed {
-                    step: 0,
-                    reason: reason.clone(),
-                });
-                Ok(Outcome::Failed { step: 0, reason })
-            });
+    let result = guarded(dir, || train(&run.spec, dir, opts));
     match result {
         Ok(Outcome::Done(s)) => RunOutcome::Trained {
             val_loss: s.loss_val,
@@ -199,6 +183,28 @@ fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutco
         // corpus) should not need --retry-failed once fixed.
         Err(e) => RunOutcome::Failed(format!("{e:#}")),
     }
+}
+
+/// Runs `work` (training one run) so that a panic anywhere inside it (a backend assertion, an
+/// allocation failure that unwinds) becomes this run's failure, recorded in its status with
+/// the panic's message; the sweep goes on.
+fn guarded(
+    dir: &RunDir,
+    work: impl FnOnce() -> anyhow::Result<Outcome>,
+) -> anyhow::Result<Outcome> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        let reason = format!("panicked: {message}");
+        let _ = dir.write_status(&Status::Failed {
+            step: 0,
+            reason: reason.clone(),
+        });
+        Ok(Outcome::Failed { step: 0, reason })
+    })
 }
 
 pub fn outcome_text(o: &RunOutcome) -> String {
@@ -215,4 +221,26 @@ pub fn outcome_text(o: &RunOutcome) -> String {
 
 fn num_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic inside a run is that run's failure, with its message, in the run's status.
+    #[test]
+    fn a_panic_inside_a_run_is_recorded_as_its_failure() {
+        let root = std::env::temp_dir().join(format!("attnres-guarded-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let dir = RunDir::new(root.clone());
+        let outcome = guarded(&dir, || panic!("index out of bounds: the len is 3"));
+        let Ok(Outcome::Failed { reason, .. }) = outcome else {
+            panic!("not a failure: {outcome:?}");
+        };
+        assert_eq!(reason, "panicked: index out of bounds: the len is 3");
+        let status = std::fs::read_to_string(dir.status()).unwrap();
+        assert!(status.contains("index out of bounds"), "{status}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }

@@ -1,6 +1,7 @@
 //! Running a sweep: pick the runs that are not done, lock each one, train them in parallel
 //! (`--jobs`), show progress, and report what happened. A failed run never stops the sweep.
 
+pub mod capacity;
 mod filter;
 mod local;
 
@@ -20,7 +21,7 @@ pub struct RunView {
 
 pub fn view(dir: &RunDir) -> Result<RunView, StoreError> {
     let status = dir.read_status()?;
-    let has_checkpoint = crate::train::checkpoint::find(dir).is_some();
+    let has_checkpoint = dir.find_checkpoint().is_some();
     Ok(RunView {
         state: RunState::of(status.as_ref(), has_checkpoint),
         holder: RunLock::holder(dir),

@@ -7,7 +7,7 @@ use super::RunSpec;
 use super::error::SpecError;
 use super::grid::{excluded, grid_indices};
 use super::presets::{Fixed, PRESETS, depth_width_shapes, preset};
-use super::wire::{Axis, LrSpec, SizeEntry, SweepFile};
+use super::wire::{Axis, DepthWidth, LrSpec, SizeEntry, SweepFile};
 use crate::model::ModelConfig;
 use crate::model::config::{ResidualConfig, Variant};
 use crate::model::flops::param_counts;
@@ -23,6 +23,8 @@ pub struct PlannedRun {
     pub arm: String,
     pub block_size: Option<usize>,
     pub seed: u64,
+    /// Where its size was written in the sweep file (`sizes.1`), for errors.
+    pub size_key: String,
 }
 
 pub(crate) struct Size {
@@ -36,20 +38,9 @@ pub(crate) struct Size {
 
 /// Expands `file` into runs, in a deterministic order, merging duplicate run ids.
 pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
-    if file.name.is_empty()
-        || !file
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(SpecError::at(
-            "name",
-            format!(
-                "`{}` must be a folder name: letters, digits, - and _",
-                file.name
-            ),
-        ));
-    }
+    check_name(&file.name)?;
+    crate::data::validate_config(&file.data, file.model.context)
+        .map_err(|(key, e)| SpecError::at(key, e))?;
     let sizes = sizes(file)?;
     let residuals = residuals(file)?;
     let budgets: Vec<Budget> = if file.budgets.is_empty() {
@@ -57,25 +48,7 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
     } else {
         file.budgets.clone()
     };
-    if file.seeds.is_empty() {
-        return Err(SpecError::at(
-            "seeds",
-            "the list is empty; give at least one seed (e.g. [0])",
-        ));
-    }
-    if let Some((i, seed)) = file
-        .seeds
-        .iter()
-        .enumerate()
-        .find(|(i, s)| file.seeds[..*i].contains(s))
-    {
-        return Err(SpecError::at(
-            &format!("seeds.{i}"),
-            format!(
-                "seed {seed} is listed twice; a repeated seed is the same run, not a new replicate"
-            ),
-        ));
-    }
+    check_seeds(&file.seeds)?;
     let lens = [
         (Axis::Size, sizes.len()),
         (Axis::Residual, residuals.len()),
@@ -86,79 +59,21 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
     let mut seen = HashSet::new();
     let mut merged = 0;
     for idx in grid_indices(file, &lens)? {
-        let (size, (residual, block_size), budget, seed) = (
-            &sizes[idx[0]],
-            &residuals[idx[1]],
-            budgets[idx[2]],
-            file.seeds[idx[3]],
-        );
+        let (size, (residual, block_size), seed) =
+            (&sizes[idx[0]], &residuals[idx[1]], file.seeds[idx[3]]);
         if excluded(file, size, residual, *block_size, seed) {
             continue;
         }
-        let model = ModelConfig {
-            vocab_size: file.model.vocab_size,
-            d_model: size.d_model,
-            n_blocks: size.n_blocks,
-            n_heads: size.n_heads,
-            ff_mult: file.model.ff_mult,
-            context: file.model.context,
-            residual: residual.clone(),
-        };
-        model.validate().map_err(|e| {
-            SpecError::at(
-                &size.path,
-                format!("size `{}` with {}: {e}", size.name, residual.label()),
-            )
-        })?;
-        // The model accepts S > L (SPEC section 4: it behaves as S = L), but in a sweep it
-        // would be the same model as S = L under another run id.
-        if let ResidualConfig::AttnRes(c) = &model.residual
-            && c.block_size > 2 * model.n_blocks
-        {
-            return Err(SpecError::at(
-                &size.path,
-                format!(
-                    "size `{}` with {}: block_size {} exceeds the model's {} sublayers; S = {} is already one block, and a larger S trains the same model under another run id",
-                    size.name,
-                    residual.label(),
-                    c.block_size,
-                    2 * model.n_blocks,
-                    2 * model.n_blocks
-                ),
-            ));
-        }
-        let train = TrainConfig {
-            lr: lr_for(file, idx[0], sizes.len(), &model)?,
-            budget,
-            ..file.train.clone()
-        };
-        train
-            .validate()
-            .map_err(|(key, problem)| SpecError::at(&format!("train.{key}"), problem))?;
-        let spec = RunSpec {
-            model,
-            data: file.data.clone(),
-            train,
+        let point = GridPoint {
+            size,
+            size_index: idx[0],
+            n_sizes: sizes.len(),
+            residual,
+            budget: budgets[idx[2]],
+            budget_index: idx[2],
             seed,
         };
-        let step_tokens = spec.tokens_per_step();
-        if spec.budget_tokens() < step_tokens as f64 {
-            let key = if file.budgets.is_empty() {
-                "train.budget".to_string()
-            } else {
-                format!("budgets.{}", idx[2])
-            };
-            return Err(SpecError::at(
-                &key,
-                format!(
-                    "size `{}`: the budget is {:.0} tokens, less than one optimizer step of {step_tokens} (batch_size {} x context {}); give at least {{tokens: {step_tokens}}}",
-                    size.name,
-                    spec.budget_tokens(),
-                    spec.train.batch_size,
-                    spec.model.context
-                ),
-            ));
-        }
+        let spec = resolve(file, &point)?;
         let id = spec.run_id();
         if !seen.insert(id.clone()) {
             merged += 1;
@@ -171,6 +86,7 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
             size: size.name.clone(),
             block_size: *block_size,
             seed,
+            size_key: size.path.clone(),
         });
     }
     if runs.is_empty() {
@@ -180,6 +96,124 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
         ));
     }
     Ok((runs, merged))
+}
+
+fn check_name(name: &str) -> Result<(), SpecError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(SpecError::at(
+            "name",
+            format!("`{name}` must be a folder name: letters, digits, - and _"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_seeds(seeds: &[u64]) -> Result<(), SpecError> {
+    if seeds.is_empty() {
+        return Err(SpecError::at(
+            "seeds",
+            "the list is empty; give at least one seed (e.g. [0])",
+        ));
+    }
+    if let Some((i, seed)) = seeds
+        .iter()
+        .enumerate()
+        .find(|(i, s)| seeds[..*i].contains(s))
+    {
+        return Err(SpecError::at(
+            &format!("seeds.{i}"),
+            format!(
+                "seed {seed} is listed twice; a repeated seed is the same run, not a new replicate"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One point of the grid, with the indices its errors are reported at.
+struct GridPoint<'a> {
+    size: &'a Size,
+    size_index: usize,
+    n_sizes: usize,
+    residual: &'a ResidualConfig,
+    budget: Budget,
+    budget_index: usize,
+    seed: u64,
+}
+
+/// The RunSpec of one grid point, validated: the model (and block size against its depth),
+/// the training settings and the budget against one optimizer step.
+fn resolve(file: &SweepFile, p: &GridPoint) -> Result<RunSpec, SpecError> {
+    let (size, residual) = (p.size, p.residual);
+    let model = ModelConfig {
+        vocab_size: file.model.vocab_size,
+        d_model: size.d_model,
+        n_blocks: size.n_blocks,
+        n_heads: size.n_heads,
+        ff_mult: file.model.ff_mult,
+        context: file.model.context,
+        residual: residual.clone(),
+    };
+    model.validate().map_err(|e| {
+        SpecError::at(
+            &size.path,
+            format!("size `{}` with {}: {e}", size.name, residual.label()),
+        )
+    })?;
+    // The model accepts S > L (SPEC section 4: it behaves as S = L), but in a sweep it
+    // would be the same model as S = L under another run id.
+    if let ResidualConfig::AttnRes(c) = &model.residual
+        && c.block_size > 2 * model.n_blocks
+    {
+        return Err(SpecError::at(
+            &size.path,
+            format!(
+                "size `{}` with {}: block_size {} exceeds the model's {} sublayers; S = {} is already one block, and a larger S trains the same model under another run id",
+                size.name,
+                residual.label(),
+                c.block_size,
+                2 * model.n_blocks,
+                2 * model.n_blocks
+            ),
+        ));
+    }
+    let train = TrainConfig {
+        lr: lr_for(file, p.size_index, p.n_sizes, &model)?,
+        budget: p.budget,
+        ..file.train.clone()
+    };
+    train
+        .validate()
+        .map_err(|(key, problem)| SpecError::at(&format!("train.{key}"), problem))?;
+    let spec = RunSpec {
+        model,
+        data: file.data.clone(),
+        train,
+        seed: p.seed,
+    };
+    let step_tokens = spec.tokens_per_step();
+    if spec.budget_tokens() < step_tokens as f64 {
+        let key = if file.budgets.is_empty() {
+            "train.budget".to_string()
+        } else {
+            format!("budgets.{}", p.budget_index)
+        };
+        return Err(SpecError::at(
+            &key,
+            format!(
+                "size `{}`: the budget is {:.0} tokens, less than one optimizer step of {step_tokens} (batch_size {} x context {}); give at least {{tokens: {step_tokens}}}",
+                size.name,
+                spec.budget_tokens(),
+                spec.train.batch_size,
+                spec.model.context
+            ),
+        ));
+    }
+    Ok(spec)
 }
 
 fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
@@ -259,74 +293,81 @@ fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
                 }
             })
             .collect(),
-        (Some(dw), true) => {
-            let targets: Vec<Fixed> = match (
-                dw.non_embedding_params.is_empty(),
-                dw.flops_per_token.is_empty(),
-            ) {
-                (false, true) => dw
-                    .non_embedding_params
-                    .iter()
-                    .map(|&n| Fixed::NonEmbeddingParams(n))
-                    .collect(),
-                (true, false) => dw
-                    .flops_per_token
-                    .iter()
-                    .map(|&f| Fixed::FlopsPerToken(f))
-                    .collect(),
-                _ => {
-                    return Err(SpecError::at(
-                        "depth_width",
-                        "give exactly one positive target: non_embedding_params or flops_per_token (a number or a list)",
-                    ));
-                }
-            };
-            if targets.iter().any(|t| match t {
-                Fixed::NonEmbeddingParams(x) | Fixed::FlopsPerToken(x) => {
-                    !(x.is_finite() && *x > 0.0)
-                }
-            }) {
-                return Err(SpecError::at(
-                    "depth_width",
-                    "targets must be positive numbers",
-                ));
+        (Some(dw), true) => depth_width_sizes(file, dw, &heads),
+    }
+}
+
+/// The shapes of a `depth_width` family: for each target, every d_model / n_blocks ratio at
+/// that fixed non-embedding parameter count or FLOPs per token, each shape once.
+fn depth_width_sizes(
+    file: &SweepFile,
+    dw: &DepthWidth,
+    heads: &dyn Fn(usize, &str) -> Result<usize, SpecError>,
+) -> Result<Vec<Size>, SpecError> {
+    let head_dim = file.model.head_dim;
+    let targets: Vec<Fixed> = match (
+        dw.non_embedding_params.is_empty(),
+        dw.flops_per_token.is_empty(),
+    ) {
+        (false, true) => dw
+            .non_embedding_params
+            .iter()
+            .map(|&n| Fixed::NonEmbeddingParams(n))
+            .collect(),
+        (true, false) => dw
+            .flops_per_token
+            .iter()
+            .map(|&f| Fixed::FlopsPerToken(f))
+            .collect(),
+        _ => {
+            return Err(SpecError::at(
+                "depth_width",
+                "give exactly one positive target: non_embedding_params or flops_per_token (a number or a list)",
+            ));
+        }
+    };
+    if targets.iter().any(|t| match t {
+        Fixed::NonEmbeddingParams(x) | Fixed::FlopsPerToken(x) => !(x.is_finite() && *x > 0.0),
+    }) {
+        return Err(SpecError::at(
+            "depth_width",
+            "targets must be positive numbers",
+        ));
+    }
+    if dw.ratios.is_empty() || dw.ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(SpecError::at(
+            "depth_width.ratios",
+            "give positive d_model/n_blocks ratios, e.g. [16, 32, 64]",
+        ));
+    }
+    let template = ModelConfig {
+        vocab_size: file.model.vocab_size,
+        d_model: head_dim,
+        n_blocks: 1,
+        n_heads: 1,
+        ff_mult: file.model.ff_mult,
+        context: file.model.context,
+        residual: ResidualConfig::Baseline,
+    };
+    let mut shapes: Vec<Size> = Vec::new();
+    for fixed in targets {
+        for (i, (d, n)) in depth_width_shapes(&dw.ratios, fixed, head_dim, &template)
+            .into_iter()
+            .enumerate()
+        {
+            if shapes.iter().any(|s| s.d_model == d && s.n_blocks == n) {
+                continue;
             }
-            if dw.ratios.is_empty() || dw.ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-                return Err(SpecError::at(
-                    "depth_width.ratios",
-                    "give positive d_model/n_blocks ratios, e.g. [16, 32, 64]",
-                ));
-            }
-            let template = ModelConfig {
-                vocab_size: file.model.vocab_size,
-                d_model: head_dim,
-                n_blocks: 1,
-                n_heads: 1,
-                ff_mult: file.model.ff_mult,
-                context: file.model.context,
-                residual: ResidualConfig::Baseline,
-            };
-            let mut shapes: Vec<Size> = Vec::new();
-            for fixed in targets {
-                for (i, (d, n)) in depth_width_shapes(&dw.ratios, fixed, head_dim, &template)
-                    .into_iter()
-                    .enumerate()
-                {
-                    if shapes.iter().any(|s| s.d_model == d && s.n_blocks == n) {
-                        continue;
-                    }
-                    shapes.push(Size {
-                        name: format!("d{d}x{n}"),
-                        d_model: d,
-                        n_blocks: n,
-                        n_heads: heads(d, &format!("depth_width.ratios.{i}"))?,
-                        path: format!("depth_width.ratios.{i}"),
-                    });
-                }
-            }
-            Ok(shapes)
+            shapes.push(Size {
+                name: format!("d{d}x{n}"),
+                d_model: d,
+                n_blocks: n,
+                n_heads: heads(d, &format!("depth_width.ratios.{i}"))?,
+                path: format!("depth_width.ratios.{i}"),
+            });
         }
     }
+    Ok(shapes)
 }
 
 /// The residual axis, with every `block` entry that has no size expanded over `block_size`.

@@ -7,7 +7,7 @@ use saphyr::{LoadableYamlNode, MarkedYamlOwned, YamlDataOwned};
 
 /// Line and column (both 1-based) of every key and list item, by dotted path
 /// (`sizes.1.d_model`, `grid.zip.0`).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Locations(HashMap<String, (usize, usize)>);
 
 impl Locations {

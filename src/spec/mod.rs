@@ -22,6 +22,15 @@ pub struct Sweep {
     pub runs: Vec<PlannedRun>,
     /// Grid points that expanded to a run already in the list (e.g. `block_size: 1` next to `full`).
     pub merged_duplicates: usize,
+    /// Line and column of every key, for errors found after loading.
+    locations: locate::Locations,
+}
+
+/// The memory one run may use, and what it is, for errors ("this machine's 25.2 GB of RAM").
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryLimit {
+    pub bytes: f64,
+    pub what: String,
 }
 
 impl Sweep {
@@ -47,7 +56,46 @@ impl Sweep {
             file,
             runs,
             merged_duplicates,
+            locations,
         })
+    }
+
+    /// What depends on the machine rather than the file: the corpus and tokenizer files
+    /// exist (and a tokenizer file loads), and every run's estimated training memory fits
+    /// `limit`. Errors name the file, line and key; nothing is written.
+    pub fn check_environment(&self, limit: Option<&MemoryLimit>) -> Result<(), SpecError> {
+        let locate = |e: SpecError| e.in_file(&self.path, &self.locations);
+        let mut data: Vec<&crate::data::DataConfig> =
+            self.runs.iter().map(|r| &r.spec.data).collect();
+        data.dedup();
+        for config in data {
+            crate::data::check_available(config)
+                .map_err(|(key, e)| locate(SpecError::at(key, e)))?;
+        }
+        let Some(limit) = limit else { return Ok(()) };
+        for run in &self.runs {
+            let need = run.spec.memory();
+            if need.total() > limit.bytes {
+                return Err(locate(SpecError::at(
+                    &run.size_key,
+                    format!(
+                        "size `{}` with {} needs about {} to train ({} weights, gradients and Adam state, {} activations for {} sequences of {} tokens at once), more than {}; use a smaller size, a shorter context or more train.micro_batches",
+                        run.size,
+                        run.arm,
+                        crate::fmt::bytes_text(need.total()),
+                        crate::fmt::bytes_text(need.state),
+                        crate::fmt::bytes_text(need.activations),
+                        run.spec
+                            .train
+                            .batch_size
+                            .div_ceil(run.spec.train.micro_batches.max(1)),
+                        run.spec.model.context,
+                        limit.what
+                    ),
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// `results/NAME`.

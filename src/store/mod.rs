@@ -77,6 +77,22 @@ impl RunDir {
     pub fn checkpoint(&self) -> PathBuf {
         self.root.join("checkpoint")
     }
+    /// `checkpoint.new` (being written) or `checkpoint.old` (being replaced).
+    pub fn checkpoint_sibling(&self, suffix: &str) -> PathBuf {
+        self.root.join(format!("checkpoint{suffix}"))
+    }
+
+    /// The newest complete checkpoint folder (one with its `state.json`), if any: the main
+    /// one, else one left by a save that was interrupted between its two renames.
+    pub fn find_checkpoint(&self) -> Option<PathBuf> {
+        [
+            self.checkpoint(),
+            self.checkpoint_sibling(".new"),
+            self.checkpoint_sibling(".old"),
+        ]
+        .into_iter()
+        .find(|p| p.join("state.json").is_file())
+    }
 
     pub fn create(&self) -> Result<(), StoreError> {
         fs::create_dir_all(&self.root).map_err(|e| StoreError::io(&self.root, e))

@@ -5,7 +5,7 @@
 //! checkpoint to resume from: `checkpoint/`, else `checkpoint.new/`, else `checkpoint.old/`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
@@ -24,15 +24,6 @@ pub struct CheckpointState {
     pub tokens: u64,
     pub wall_s: f64,
     pub seed: u64,
-    pub data_cursor: u64,
-}
-
-fn sibling(dir: &RunDir, suffix: &str) -> PathBuf {
-    dir.root.join(format!("checkpoint{suffix}"))
-}
-
-fn complete(path: &Path) -> bool {
-    path.join("state.json").is_file()
 }
 
 pub fn save(
@@ -41,7 +32,11 @@ pub fn save(
     optim: &ModuleOptimizer,
     state: &CheckpointState,
 ) -> anyhow::Result<()> {
-    let (main, new, old) = (dir.checkpoint(), sibling(dir, ".new"), sibling(dir, ".old"));
+    let (main, new, old) = (
+        dir.checkpoint(),
+        dir.checkpoint_sibling(".new"),
+        dir.checkpoint_sibling(".old"),
+    );
     if new.exists() {
         fs::remove_dir_all(&new).map_err(|e| StoreError::io(&new, e))?;
     }
@@ -65,13 +60,6 @@ pub fn save(
         fs::remove_dir_all(&old).map_err(|e| StoreError::io(&old, e))?;
     }
     Ok(())
-}
-
-/// The newest complete checkpoint folder, if any.
-pub fn find(dir: &RunDir) -> Option<PathBuf> {
-    [dir.checkpoint(), sibling(dir, ".new"), sibling(dir, ".old")]
-        .into_iter()
-        .find(|p| complete(p))
 }
 
 pub fn read_state(path: &Path) -> Result<CheckpointState, StoreError> {

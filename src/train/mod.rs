@@ -27,17 +27,6 @@ pub struct TrainOptions {
     pub progress: Option<indicatif::ProgressBar>,
 }
 
-impl Default for TrainOptions {
-    fn default() -> Self {
-        Self {
-            backend: BackendKind::preferred(),
-            device: "cpu".into(),
-            threads: None,
-            progress: None,
-        }
-    }
-}
-
 /// How a call to [`train`] ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {

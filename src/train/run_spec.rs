@@ -7,6 +7,7 @@ use super::config::{Budget, TrainConfig};
 use crate::data::DataConfig;
 use crate::model::ModelConfig;
 use crate::model::flops::{flops_per_token, param_counts};
+use crate::model::memory::{MemoryEstimate, training_memory};
 
 /// One fully resolved run. The same spec always maps to the same run id and folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,5 +62,15 @@ impl RunSpec {
     pub fn sequences_in_step(&self, step: u64) -> usize {
         let b = self.train.batch_size as u64;
         (self.total_sequences() - step * b).min(b) as usize
+    }
+
+    /// Peak training memory: one micro-batch of `ceil(batch_size / micro_batches)` sequences
+    /// in flight.
+    pub fn memory(&self) -> MemoryEstimate {
+        let in_flight = self
+            .train
+            .batch_size
+            .div_ceil(self.train.micro_batches.max(1));
+        training_memory(&self.model, in_flight)
     }
 }

@@ -113,7 +113,7 @@ impl<'a> Trainer<'a> {
         let (spec, dir) = (self.spec, self.dir);
         let train_device = self.device.clone().autodiff();
         let mut model = Lm::init(&spec.model, spec.seed, &train_device)?;
-        let resume_from = checkpoint::find(dir);
+        let resume_from = dir.find_checkpoint();
         if let Some(path) = &resume_from {
             // Weights first: loading restores the parameter ids the optimizer groups and
             // state are keyed by.
@@ -126,7 +126,6 @@ impl<'a> Trainer<'a> {
             tokens: 0,
             wall_s: 0.0,
             seed: spec.seed,
-            data_cursor: 0,
         };
         match &resume_from {
             Some(path) => {
@@ -185,7 +184,6 @@ impl<'a> Trainer<'a> {
             let lr = spec.train.lr_at(state.step, self.total_steps);
             model = optim.step(lr, model, grads);
             state.step = done;
-            state.data_cursor = done;
             state.tokens += (rows * spec.model.context) as u64;
             state.wall_s = started.elapsed().as_secs_f64();
             let mut row = StepRow {

@@ -1,0 +1,85 @@
+//! The cost figure's input: per-token depth I/O and extra kept state of each arm of a sweep as
+//! functions of depth, `L = 8 .. 256` layers, at the arm's own block size (docs/cost.md,
+//! sections 1 and "Extra state"). Full AttnRes is costed under the two-phase schedule with
+//! `N = 8` groups, Table 1's convention. Ablation options (window, heads, ...) do not change
+//! these counts and are ignored.
+
+use crate::cost::io::Scheme;
+use crate::model::config::ResidualConfig;
+
+/// Depths drawn, in layers (sublayers).
+pub const DEPTHS: [usize; 6] = [8, 16, 32, 64, 128, 256];
+
+/// One arm's cost against depth, both in units of `d` per token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostCurve {
+    pub arm: String,
+    /// (L, reads + writes per layer).
+    pub io: Vec<(f64, f64)>,
+    /// (L, d-vectors kept beyond a standard residual's one hidden state).
+    pub state: Vec<(f64, f64)>,
+}
+
+/// The residual scheme of `residual` in a model of `layers` layers.
+pub fn scheme_at(residual: &ResidualConfig, layers: usize) -> Scheme {
+    let l = layers as f64;
+    match residual {
+        ResidualConfig::Baseline => Scheme::Standard,
+        ResidualConfig::Denseformer => Scheme::DenseFormer { blocks: l / 2.0 },
+        ResidualConfig::AttnRes(c) if c.block_size == 1 => Scheme::Full { s: l / 8.0, n: 8.0 },
+        ResidualConfig::AttnRes(c) => {
+            let s = c.block_size.min(layers) as f64;
+            Scheme::Block {
+                s,
+                n: layers.div_ceil(c.block_size.min(layers)) as f64,
+            }
+        }
+    }
+}
+
+/// One curve per distinct arm label, in the order given.
+pub fn cost_curves(arms: &[ResidualConfig]) -> Vec<CostCurve> {
+    let mut out: Vec<CostCurve> = Vec::new();
+    for residual in arms {
+        let arm = residual.label();
+        if out.iter().any(|c| c.arm == arm) {
+            continue;
+        }
+        let at = |f: &dyn Fn(&Scheme) -> f64| -> Vec<(f64, f64)> {
+            DEPTHS
+                .iter()
+                .map(|&l| (l as f64, f(&scheme_at(residual, l))))
+                .collect()
+        };
+        out.push(CostCurve {
+            io: at(&|s| s.total().vectors),
+            state: at(&|s| s.extra_state()),
+            arm,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At L = 128, the arms reproduce Table 1's Standard, Full and Block (S = 16) totals.
+    #[test]
+    fn curves_pass_through_table1() {
+        let curves = cost_curves(&[
+            ResidualConfig::Baseline,
+            ResidualConfig::full(),
+            ResidualConfig::block(16),
+            ResidualConfig::block(16),
+        ]);
+        assert_eq!(curves.len(), 3, "repeated arms are drawn once");
+        let at128 = |c: &CostCurve| c.io.iter().find(|p| p.0 == 128.0).unwrap().1;
+        assert_eq!(at128(&curves[0]), 3.0);
+        assert_eq!(at128(&curves[1]), 24.0);
+        assert_eq!(at128(&curves[2]), 5.5);
+        // Full keeps every layer output; Block its 8 summaries and the partial sum.
+        assert_eq!(curves[1].state.last(), Some(&(256.0, 256.0)));
+        assert_eq!(curves[2].state.last(), Some(&(256.0, 17.0)));
+    }
+}

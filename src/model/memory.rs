@@ -1,0 +1,119 @@
+//! Peak memory of training one run, estimated from the configuration alone (docs/cost.md,
+//! "Training memory"): parameters with their gradients and Adam moments, the activations
+//! autodiff keeps for the backward pass at the tokens in flight, and a fixed runtime share.
+//!
+//! Counts are in f32 elements per token and follow what this crate's layers keep: the naive
+//! attention of the training path holds its `T x T` scores, so the count grows with context.
+//! `attnres bench` prints the estimate next to the measured peak.
+
+use serde::Serialize;
+
+use super::config::{ModelConfig, ResidualConfig};
+use super::flops::param_counts;
+use super::sources::peak_stream_vectors;
+
+/// Bytes of one f32.
+const F32: f64 = 4.0;
+/// libtorch, the binary, the corpus in memory and the allocator's slack: measured at 0.2 to
+/// 0.3 GB for the smallest runs; taken as 0.4 GB.
+pub const RUNTIME_BYTES: f64 = 0.4e9;
+
+/// Peak training memory of one run, in bytes, by part.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MemoryEstimate {
+    /// Weights, gradients and Adam's two moments: `16` bytes per parameter.
+    pub state: f64,
+    /// Activations kept for the backward pass, for every token in flight at once.
+    pub activations: f64,
+    /// What the process holds whatever the model.
+    pub runtime: f64,
+}
+
+impl MemoryEstimate {
+    pub fn total(&self) -> f64 {
+        self.state + self.activations + self.runtime
+    }
+}
+
+/// f32 elements per token one Transformer block keeps for the backward pass:
+/// attention `12 d` (norm in and out, q k v, rotated q k, context, its copy, output, the
+/// residual sum), the naive attention's scores, mask and softmax `3 H T`, SwiGLU
+/// `2 d + 5 h` (norm in and out, gate, up, the sigmoid and SiLU of the gate, their product).
+fn block_elements(c: &ModelConfig) -> f64 {
+    let (d, h) = (c.d_model as f64, c.ff_hidden() as f64);
+    let scores = 3.0 * c.n_heads as f64 * c.context as f64;
+    12.0 * d + scores + 2.0 * d + 5.0 * h
+}
+
+/// f32 elements per token the residual family keeps beyond the baseline's stream: AttnRes
+/// holds every source and its normalised key (`2 d` each) plus a re-normalised partial sum per
+/// layer; DenseFormer holds the embedding and every block output.
+fn residual_elements(c: &ModelConfig) -> f64 {
+    let d = c.d_model as f64;
+    match &c.residual {
+        ResidualConfig::Baseline => 0.0,
+        ResidualConfig::AttnRes(_) => {
+            2.0 * d * peak_stream_vectors(c) as f64 + d * c.n_layers() as f64
+        }
+        ResidualConfig::Denseformer => d * peak_stream_vectors(c) as f64,
+    }
+}
+
+/// Peak training memory for `sequences` sequences of `c.context` tokens in flight at once
+/// (one micro-batch).
+pub fn training_memory(c: &ModelConfig, sequences: usize) -> MemoryEstimate {
+    let tokens = sequences as f64 * c.context as f64;
+    let d = c.d_model as f64;
+    let v = c.vocab_size as f64;
+    let blocks = c.n_blocks as f64 * block_elements(c);
+    // The embedding output, the final norm's input and output; logits, log-softmax and
+    // their gradient over the vocabulary. The backward pass adds one block's gradients.
+    let ends = 3.0 * d + 3.0 * v;
+    let backward = block_elements(c);
+    let per_token = blocks + residual_elements(c) + ends + backward;
+    MemoryEstimate {
+        state: 16.0 * param_counts(c).total as f64,
+        activations: F32 * per_token * tokens,
+        runtime: RUNTIME_BYTES,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::config::ResidualConfig;
+
+    fn model(residual: ResidualConfig, n_blocks: usize) -> ModelConfig {
+        ModelConfig {
+            vocab_size: 256,
+            d_model: 64,
+            n_blocks,
+            n_heads: 4,
+            ff_mult: 8.0 / 3.0,
+            context: 128,
+            residual,
+        }
+    }
+
+    #[test]
+    fn activations_scale_with_tokens_and_state_with_parameters() {
+        let c = model(ResidualConfig::Baseline, 4);
+        let (one, two) = (training_memory(&c, 1), training_memory(&c, 2));
+        assert_eq!(one.state, two.state);
+        assert!((two.activations / one.activations - 2.0).abs() < 1e-12);
+        assert_eq!(one.state, 16.0 * param_counts(&c).total as f64);
+    }
+
+    /// Full AttnRes keeps O(L d) per token, Block O((N + L) d): Full grows faster with depth.
+    #[test]
+    fn full_attnres_memory_grows_faster_with_depth_than_block() {
+        let extra = |r: ResidualConfig, n: usize| {
+            training_memory(&model(r, n), 1).activations
+                - training_memory(&model(ResidualConfig::Baseline, n), 1).activations
+        };
+        let full = extra(ResidualConfig::full(), 16) / extra(ResidualConfig::full(), 4);
+        let block = extra(ResidualConfig::block(8), 16) / extra(ResidualConfig::block(8), 4);
+        assert!(full > block, "full x{full:.2} vs block x{block:.2}");
+        assert!(extra(ResidualConfig::Baseline, 4) == 0.0);
+    }
+}

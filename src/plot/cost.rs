@@ -1,0 +1,99 @@
+//! The cost figure: per-token depth I/O per layer and extra kept state of each arm against
+//! depth (docs/cost.md), so that a report shows the cost next to the benefit.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, padded};
+pub use crate::analysis::cost::CostCurve;
+
+struct Cost<'a> {
+    title: String,
+    curves: &'a [CostCurve],
+}
+
+pub fn depth_cost(
+    dir: &std::path::Path,
+    title: &str,
+    curves: &[CostCurve],
+) -> anyhow::Result<std::path::PathBuf> {
+    let fig = Cost {
+        title: title.into(),
+        curves,
+    };
+    super::save(&fig, dir, "depth_cost", (2 * 560 + SIDE_LEGEND_WIDTH, 470))
+}
+
+impl Figure for Cost<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let (title_area, body) = area.split_vertically(50);
+        title_area.titled(&self.title, (FONT, 22)).map_err(err)?;
+        let (w, _) = body.dim_in_pixel();
+        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
+        let panels = plots.split_evenly((1, 2));
+        let views: [(&str, &str, fn(&CostCurve) -> &Vec<(f64, f64)>); 2] = [
+            (
+                "memory I/O per token per layer",
+                "reads + writes (units of d)",
+                |c| &c.io,
+            ),
+            (
+                "state kept beyond a standard residual",
+                "d-vectors per token",
+                |c| &c.state,
+            ),
+        ];
+        let x_max = self
+            .curves
+            .iter()
+            .flat_map(|c| c.io.iter().map(|p| p.0))
+            .fold(8.0f64, f64::max);
+        for ((caption, y_desc, pick), panel) in views.iter().zip(panels.iter()) {
+            let (_, y1) = padded(
+                self.curves.iter().flat_map(|c| pick(c).iter().map(|p| p.1)),
+                0.08,
+            );
+            let mut chart = ChartBuilder::on(panel)
+                .caption(*caption, (FONT, 17))
+                .margin(10)
+                .x_label_area_size(42)
+                .y_label_area_size(55)
+                .build_cartesian_2d((8.0..x_max).log_scale(), 0.0..y1.max(1.0))
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc("Depth L (layers = 2 x Transformer blocks)")
+                .y_desc(*y_desc)
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .label_style((FONT, 13))
+                .axis_desc_style((FONT, 14))
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .map_err(err)?;
+            for (i, curve) in self.curves.iter().enumerate() {
+                let c = color(i);
+                chart
+                    .draw_series(
+                        LineSeries::new(pick(curve).clone(), c.stroke_width(2)).point_size(3),
+                    )
+                    .map_err(err)?;
+            }
+        }
+        let entries: Vec<(String, RGBColor)> = self
+            .curves
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.arm.clone(), color(i)))
+            .collect();
+        super::side_legend(
+            &legend_area,
+            &entries,
+            &[
+                "two-phase schedule for AttnRes",
+                "Full: 8 groups, as in Table 1",
+                "Block: the arm's own S",
+            ],
+        )
+    }
+}

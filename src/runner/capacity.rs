@@ -1,0 +1,83 @@
+//! How much memory one run may use here: the machine's RAM (from `/proc/meminfo`) or a CUDA
+//! device's memory (from `nvidia-smi`), shared by the runs trained at once.
+
+use std::process::Command;
+
+use crate::spec::MemoryLimit;
+
+/// The memory limit for each of `jobs` runs trained at once on `device` (`cpu`, `cuda`,
+/// `cuda:N`), or `None` where this machine cannot tell (no `/proc/meminfo`, no `nvidia-smi`).
+pub fn memory_limit(device: &str, jobs: usize) -> Option<MemoryLimit> {
+    let jobs = jobs.max(1);
+    let (bytes, what) = match device.strip_prefix("cuda") {
+        Some(index) => {
+            let index = index.strip_prefix(':').unwrap_or("0");
+            let gpu = gpu_memory(index)?;
+            (
+                gpu,
+                format!("the {} of GPU {index}", crate::fmt::bytes_text(gpu)),
+            )
+        }
+        None => {
+            let ram = ram_bytes(&std::fs::read_to_string("/proc/meminfo").ok()?)?;
+            (
+                ram,
+                format!("this machine's {} of RAM", crate::fmt::bytes_text(ram)),
+            )
+        }
+    };
+    Some(if jobs == 1 {
+        MemoryLimit { bytes, what }
+    } else {
+        MemoryLimit {
+            bytes: bytes / jobs as f64,
+            what: format!("a 1/{jobs} share of {what} (--jobs {jobs})"),
+        }
+    })
+}
+
+/// `MemTotal` of a `/proc/meminfo` text, in bytes.
+fn ram_bytes(meminfo: &str) -> Option<f64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0)
+}
+
+/// Total memory of GPU `index`, in bytes, as `nvidia-smi` reports it (MiB).
+fn gpu_memory(index: &str) -> Option<f64> {
+    let out = Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=memory.total",
+            "--format=csv,noheader,nounits",
+            "-i",
+            index,
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let mib: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    Some(mib * 1024.0 * 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_mem_total_in_bytes() {
+        let text = "MemTotal:       24576000 kB\nMemFree:         1000 kB\n";
+        assert_eq!(ram_bytes(text), Some(24576000.0 * 1024.0));
+        assert_eq!(ram_bytes("MemFree: 1 kB\n"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn parallel_runs_share_the_machine() {
+        let one = memory_limit("cpu", 1).expect("Linux has /proc/meminfo");
+        let two = memory_limit("cpu", 2).expect("Linux has /proc/meminfo");
+        assert!((one.bytes / two.bytes - 2.0).abs() < 1e-9);
+        assert!(two.what.contains("--jobs 2"), "{}", two.what);
+    }
+}
