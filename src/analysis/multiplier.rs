@@ -125,6 +125,39 @@ fn estimate(value: f64, values: impl Iterator<Item = f64>, failed: usize) -> Est
 }
 
 /// Fits every arm and bootstraps the multipliers. Errors say which arm lacks points.
+/// Each resample's multiplier of every arm, at `c_max` (index 0) and along `grid`; `None`
+/// where the refit failed. Resample `b` draws from stream `b + 1` of `opts.seed`, so the
+/// result does not depend on the thread count.
+fn resample(
+    design: &Design,
+    scheme: &Resampling,
+    laws: &[Law],
+    opts: &FitOptions,
+    c_max: f64,
+    grid: &[f64],
+) -> Vec<Option<Vec<Vec<f64>>>> {
+    let resampler = Resampler::new(design, scheme, laws);
+    (0..opts.resamples)
+        .into_par_iter()
+        .map(|b| {
+            let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
+            rng.set_stream(b as u64 + 1);
+            let f = fit_with(&resampler.draw(&mut rng), opts.e_mode, Some(laws))?;
+            Some(
+                f.laws
+                    .iter()
+                    .map(|law| {
+                        std::iter::once(c_max)
+                            .chain(grid.iter().copied())
+                            .map(|c| multiplier_at(&f.laws[0], law, c))
+                            .collect()
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, String> {
     if !points.iter().any(|p| p.arm == opts.baseline) {
         return Err(format!(
@@ -155,28 +188,12 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
     {
         *effective_dof = dof;
     }
-    let resampler = Resampler::new(&design, &scheme, &full.laws);
     let available = !matches!(scheme, Resampling::Unavailable { .. });
-    // Each resample: the multiplier of every arm at C_max and along the grid.
-    let samples: Vec<Option<Vec<Vec<f64>>>> = (0..if available { opts.resamples } else { 0 })
-        .into_par_iter()
-        .map(|b| {
-            let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
-            rng.set_stream(b as u64 + 1);
-            let f = fit_with(&resampler.draw(&mut rng), opts.e_mode, Some(&full.laws))?;
-            Some(
-                f.laws
-                    .iter()
-                    .map(|law| {
-                        std::iter::once(c_max)
-                            .chain(grid.iter().copied())
-                            .map(|c| multiplier_at(&f.laws[0], law, c))
-                            .collect()
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
+    let samples = if available {
+        resample(&design, &scheme, &full.laws, opts, c_max, &grid)
+    } else {
+        Vec::new()
+    };
     let failed = samples.iter().filter(|s| s.is_none()).count();
     let ok: Vec<&Vec<Vec<f64>>> = samples.iter().flatten().collect();
     let at = |k: usize, j: usize, value: f64| {

@@ -10,7 +10,7 @@ use crate::analysis::fit::EMode;
 use crate::analysis::multiplier::{FitOptions, FitReport, RunPoint, analyse};
 use crate::analysis::stats::SeedMean;
 use crate::report::tables::{
-    HOLD_OUT_HEADER, PAIRED_HEADER, fit_rows, hold_out_rows, multiplier_interval, paired_rows,
+    HOLD_OUT_HEADER, fit_rows, hold_out_rows, multiplier_interval, paired_header, paired_rows,
 };
 use crate::report::{AnalysisOptions, analyse_sweeps, write_report};
 use crate::spec::Sweep;
@@ -155,7 +155,9 @@ fn print_fit(r: &FitReport) {
             "\npaired differences to {} per size ({} comparisons, Holm at {}):",
             r.baseline, r.paired.comparisons, r.paired.alpha
         );
-        print_table(&PAIRED_HEADER, paired_rows(&r.paired));
+        let header = paired_header(&r.baseline);
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        print_table(&header, paired_rows(&r.paired));
     }
 }
 

@@ -11,7 +11,7 @@ use super::sweep::{ASSUMED_FLOPS_PER_S, duration, measured_speed};
 use crate::analysis::design::Design;
 use crate::analysis::fit::{EMode, Law};
 use crate::analysis::multiplier::{FitOptions, analyse};
-use crate::analysis::power::{ALPHA, MAX_SEEDS, PlanCell, TARGET, plan, pooled_sd};
+use crate::analysis::power::{ALPHA, MAX_SEEDS, PlanCell, PlanRow, TARGET, plan, pooled_sd};
 use crate::analysis::views::fit_points;
 use crate::model::flops::{PFLOPS_DAY, flops_exact};
 use crate::spec::Sweep;
@@ -72,32 +72,7 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
             "--sigma {s}: must be a positive number of nats"
         )));
     }
-    // The sweep's cells (size, budget), from the plan: the baseline's compute, both arms' FLOPs.
-    let mut cells: Vec<PlanCell> = Vec::new();
-    for r in sweep.runs.iter().filter(|r| r.arm == args.baseline) {
-        let label = format!(
-            "{} ({} tokens)",
-            r.size,
-            crate::fmt::thousands(r.spec.total_tokens())
-        );
-        if cells.iter().any(|c| c.label == label) {
-            continue;
-        }
-        let base = flops_exact(&r.spec.model, r.spec.total_tokens());
-        let other = sweep
-            .runs
-            .iter()
-            .find(|o| {
-                o.arm == arm && o.size == r.size && o.spec.total_tokens() == r.spec.total_tokens()
-            })
-            .map(|o| flops_exact(&o.spec.model, o.spec.total_tokens()))
-            .unwrap_or(base);
-        cells.push(PlanCell {
-            label,
-            compute: base / PFLOPS_DAY,
-            flops_per_seed: base + other,
-        });
-    }
+    let mut cells = plan_cells(&sweep, &args.baseline, &arm);
     cells.sort_by(|a, b| a.compute.total_cmp(&b.compute));
     if cells.len() < 2 {
         anyhow::bail!(bad("a scaling comparison needs at least two sizes".into()));
@@ -160,6 +135,74 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
         )),
     };
     let (deltas, rows) = plan(&cells, &law, m, sigma_d);
+    let found = Found {
+        arm: &arm,
+        m,
+        noise: &noise,
+        law: &law,
+        law_source: &law_source,
+        sigma_d,
+    };
+    print_plan(&args, &sweep, &found, &cells, &deltas, &rows);
+    Ok(())
+}
+
+/// The sweep's cells (size, budget), from the plan: the baseline's compute, both arms' FLOPs.
+fn plan_cells(sweep: &Sweep, baseline: &str, arm: &str) -> Vec<PlanCell> {
+    let mut cells: Vec<PlanCell> = Vec::new();
+    for r in sweep.runs.iter().filter(|r| &r.arm == baseline) {
+        let label = format!(
+            "{} ({} tokens)",
+            r.size,
+            crate::fmt::thousands(r.spec.total_tokens())
+        );
+        if cells.iter().any(|c| c.label == label) {
+            continue;
+        }
+        let base = flops_exact(&r.spec.model, r.spec.total_tokens());
+        let other = sweep
+            .runs
+            .iter()
+            .find(|o| {
+                o.arm == arm && o.size == r.size && o.spec.total_tokens() == r.spec.total_tokens()
+            })
+            .map(|o| flops_exact(&o.spec.model, o.spec.total_tokens()))
+            .unwrap_or(base);
+        cells.push(PlanCell {
+            label,
+            compute: base / PFLOPS_DAY,
+            flops_per_seed: base + other,
+        });
+    }
+    cells
+}
+
+/// What `power` measured or was given, for printing.
+struct Found<'a> {
+    arm: &'a str,
+    m: f64,
+    noise: &'a str,
+    law: &'a Law,
+    law_source: &'a str,
+    sigma_d: f64,
+}
+
+fn print_plan(
+    args: &PowerArgs,
+    sweep: &Sweep,
+    found: &Found,
+    cells: &[PlanCell],
+    deltas: &[f64],
+    rows: &[PlanRow],
+) {
+    let Found {
+        arm,
+        m,
+        noise,
+        law,
+        law_source,
+        sigma_d,
+    } = *found;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let speed = measured_speed(&sweep.results_dir(&args.results), cores);
     println!(
@@ -173,7 +216,7 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
         law.e, law.a, law.alpha
     );
     println!("expected loss difference at {m:.3}x, per size:");
-    for (c, d) in cells.iter().zip(&deltas) {
+    for (c, d) in cells.iter().zip(deltas) {
         println!(
             "  {:<28} {:.5} nats ({:.2} paired-difference SDs)",
             c.label,
@@ -224,7 +267,6 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
     println!(
         "the plan assumes the multiplier holds at every size; where it grows with compute (see the report's per-size paired differences), the small sizes add less and more seeds are needed."
     );
-    Ok(())
 }
 
 /// `A,ALPHA,E` -> a law.

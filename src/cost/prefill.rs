@@ -68,7 +68,7 @@ mod tests {
         assert_eq!(format!("{:.1}", m.sharded / 1e9), "1.9");
         assert!(m.chunked < 0.3e9, "{}", m.chunked);
         // d recovered from 15 GB alone lies within 1% of 7168.
-        let d = 15e9 / (8.0 * 131_072.0 * 2.0);
+        let d: f64 = 15e9 / (8.0 * 131_072.0 * 2.0);
         assert!((d / 7168.0 - 1.0).abs() < 0.01, "{d}");
     }
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::config::{ModelConfig, ResidualConfig};
 use super::flops::param_counts;
-use super::sources::peak_stream_vectors;
+use super::sources::{depth_source_counts, peak_stream_vectors};
 
 /// Bytes of one f32.
 const F32: f64 = 4.0;
@@ -46,14 +46,20 @@ fn block_elements(c: &ModelConfig) -> f64 {
 }
 
 /// f32 elements per token the residual family keeps beyond the baseline's stream: AttnRes
-/// holds every source and its normalised key (`2 d` each) plus a re-normalised partial sum per
-/// layer; DenseFormer holds the embedding and every block output.
+/// holds every source and its normalised key (`2 d` each), a re-normalised partial sum per
+/// layer, and `2 d` per (mixing step, source) pair, which the per-source scoring and weighted
+/// sum keep for the backward pass (measured by `attnres bench`: 0.75 GB for Full and 0.30 GB
+/// for Block S=4 over the baseline at d 256, 8 blocks, 8 x 256 tokens; this term is what
+/// makes Full's memory grow as L^2). DenseFormer holds the embedding and every block output.
 fn residual_elements(c: &ModelConfig) -> f64 {
     let d = c.d_model as f64;
     match &c.residual {
         ResidualConfig::Baseline => 0.0,
         ResidualConfig::AttnRes(_) => {
-            2.0 * d * peak_stream_vectors(c) as f64 + d * c.n_layers() as f64
+            let pairs: usize = depth_source_counts(c).iter().sum();
+            2.0 * d * peak_stream_vectors(c) as f64
+                + d * c.n_layers() as f64
+                + 2.0 * d * pairs as f64
         }
         ResidualConfig::Denseformer => d * peak_stream_vectors(c) as f64,
     }
@@ -104,7 +110,8 @@ mod tests {
         assert_eq!(one.state, 16.0 * param_counts(&c).total as f64);
     }
 
-    /// Full AttnRes keeps O(L d) per token, Block O((N + L) d): Full grows faster with depth.
+    /// Full AttnRes keeps O(L^2 d) per token (a pair term per step and source), Block
+    /// O(L N d): Full grows faster with depth.
     #[test]
     fn full_attnres_memory_grows_faster_with_depth_than_block() {
         let extra = |r: ResidualConfig, n: usize| {

@@ -60,17 +60,17 @@ impl Figure for Cost<'_> {
                 .y_label_area_size(55)
                 .build_cartesian_2d((8.0..x_max).log_scale(), 0.0..y1.max(1.0))
                 .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc("Depth L (layers = 2 x Transformer blocks)")
-                .y_desc(*y_desc)
-                .x_label_formatter(&|x| format!("{x:.0}"))
-                .y_label_formatter(&|y| format!("{y:.0}"))
-                .label_style((FONT, 13))
-                .axis_desc_style((FONT, 14))
-                .light_line_style(WHITE.mix(0.0))
-                .draw()
-                .map_err(err)?;
+            super::house_mesh(
+                chart
+                    .configure_mesh()
+                    .x_desc("Depth L (layers = 2 x Transformer blocks)")
+                    .y_desc(*y_desc)
+                    .x_label_formatter(&|x| format!("{x:.0}"))
+                    .y_label_formatter(&|y| format!("{y:.0}")),
+                13,
+            )
+            .draw()
+            .map_err(err)?;
             for (i, curve) in self.curves.iter().enumerate() {
                 let c = color(i);
                 chart

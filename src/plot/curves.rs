@@ -99,17 +99,17 @@ impl Figure for Curves<'_> {
                 .y_label_area_size(55)
                 .build_cartesian_2d(0.0..x1, y0..y1)
                 .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc("Training tokens")
-                .y_desc("Loss (nats/token)")
-                .x_label_formatter(&|x| sci(*x))
-                .y_label_formatter(&|y| format!("{y:.2}"))
-                .label_style((FONT, 13))
-                .axis_desc_style((FONT, 14))
-                .light_line_style(WHITE.mix(0.0))
-                .draw()
-                .map_err(err)?;
+            super::house_mesh(
+                chart
+                    .configure_mesh()
+                    .x_desc("Training tokens")
+                    .y_desc("Loss (nats/token)")
+                    .x_label_formatter(&|x| sci(*x))
+                    .y_label_formatter(&|y| format!("{y:.2}")),
+                13,
+            )
+            .draw()
+            .map_err(err)?;
             for (r, train) in runs.iter().zip(smoothed) {
                 let i = self.arms.iter().position(|a| a == &r.arm).unwrap_or(0);
                 let c = color(i);

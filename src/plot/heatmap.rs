@@ -61,107 +61,104 @@ pub fn depth_attention(
     super::save(&fig, dir, "depth_attention", (w, h))
 }
 
-impl Figure for Heatmaps<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let (title_area, rest) = area.split_vertically(44);
-        title_area.titled(&self.title, (FONT, 21)).map_err(err)?;
-        let (body, legend) = rest.split_vertically(rest.dim_in_pixel().1 - 56);
-        let values = self
-            .panels
-            .iter()
-            .flat_map(|p| p.cells.iter().flatten().flatten().copied());
-        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-            (a.min(v), b.max(v))
-        });
-        let (lo, hi) = if lo.is_finite() {
-            (lo, hi.max(lo + 1e-9))
-        } else {
-            (0.0, 1.0)
+impl Heatmaps<'_> {
+    /// The viridis colour of `v` on the figure's shared scale `[lo, hi]`.
+    fn shade(&self, v: f64, (lo, hi): (f64, f64)) -> RGBColor {
+        let t = (v - lo) / (hi - lo);
+        ViridisRGB::get_color(if self.low_is_bright { 1.0 - t } else { t } as f32)
+    }
+
+    /// One grid: coloured cells, the marked cell outlined, values written in if asked.
+    fn draw_panel<DB: DrawingBackend>(
+        &self,
+        grid: &Grid,
+        panel: &DrawingArea<DB, Shift>,
+        range: (f64, f64),
+    ) -> Result<(), String> {
+        let (nr, nc) = (grid.rows.len(), grid.cols.len());
+        // Cell (r, c) is centred on (c, r), so integer ticks label cell centres.
+        let label = |names: &[String], v: f64| {
+            let i = v.round();
+            if (v - i).abs() > 1e-6 || i < 0.0 {
+                String::new()
+            } else {
+                names.get(i as usize).cloned().unwrap_or_default()
+            }
         };
-        let shade = |v: f64| {
-            let t = (v - lo) / (hi - lo);
-            ViridisRGB::get_color(if self.low_is_bright { 1.0 - t } else { t } as f32)
+        let mut chart = ChartBuilder::on(panel)
+            .caption(&grid.title, (FONT, 16))
+            .margin(8)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5..nc as f64 - 0.5, -0.5..nr as f64 - 0.5)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(&self.x_desc)
+            .y_desc(&self.y_desc)
+            .x_labels(nc.min(16) + 1)
+            .y_labels(nr.min(16) + 1)
+            .x_label_formatter(&|x| label(&grid.cols, *x))
+            .y_label_formatter(&|y| label(&grid.rows, *y))
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 13))
+            .draw()
+            .map_err(err)?;
+        let cells = || {
+            grid.cells.iter().enumerate().flat_map(|(r, row)| {
+                row.iter()
+                    .enumerate()
+                    .filter_map(move |(c, v)| v.map(|v| (r as f64, c as f64, v)))
+            })
         };
-        let per_row = if self.annotate && self.panels.iter().all(|p| p.rows.len() > 8) {
-            3
-        } else {
-            4
-        }
-        .min(self.panels.len().max(1));
-        let panels = body.split_evenly((self.panels.len().div_ceil(per_row).max(1), per_row));
-        for (grid, panel) in self.panels.iter().zip(panels.iter()) {
-            let (nr, nc) = (grid.rows.len(), grid.cols.len());
-            // Cell (r, c) is centred on (c, r), so integer ticks label cell centres.
-            let label = |names: &[String], v: f64| {
-                let i = v.round();
-                if (v - i).abs() > 1e-6 || i < 0.0 {
-                    String::new()
-                } else {
-                    names.get(i as usize).cloned().unwrap_or_default()
-                }
-            };
-            let mut chart = ChartBuilder::on(panel)
-                .caption(&grid.title, (FONT, 16))
-                .margin(8)
-                .x_label_area_size(40)
-                .y_label_area_size(60)
-                .build_cartesian_2d(-0.5..nc as f64 - 0.5, -0.5..nr as f64 - 0.5)
-                .map_err(err)?;
+        chart
+            .draw_series(cells().map(|(r, c, v)| {
+                Rectangle::new(
+                    [(c - 0.5, r - 0.5), (c + 0.5, r + 0.5)],
+                    self.shade(v, range).filled(),
+                )
+            }))
+            .map_err(err)?;
+        if let Some((r, c)) = grid.mark {
+            let (r, c) = (r as f64, c as f64);
             chart
-                .configure_mesh()
-                .disable_mesh()
-                .x_desc(&self.x_desc)
-                .y_desc(&self.y_desc)
-                .x_labels(nc.min(16) + 1)
-                .y_labels(nr.min(16) + 1)
-                .x_label_formatter(&|x| label(&grid.cols, *x))
-                .y_label_formatter(&|y| label(&grid.rows, *y))
-                .label_style((FONT, 12))
-                .axis_desc_style((FONT, 13))
-                .draw()
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(c - 0.5, r - 0.5), (c + 0.5, r + 0.5)],
+                    RED.stroke_width(3),
+                )))
                 .map_err(err)?;
-            let cells = || {
-                grid.cells.iter().enumerate().flat_map(|(r, row)| {
-                    row.iter()
-                        .enumerate()
-                        .filter_map(move |(c, v)| v.map(|v| (r as f64, c as f64, v)))
-                })
-            };
+        }
+        if self.annotate {
+            let (lo, hi) = range;
             chart
                 .draw_series(cells().map(|(r, c, v)| {
-                    Rectangle::new([(c - 0.5, r - 0.5), (c + 0.5, r + 0.5)], shade(v).filled())
+                    let t = (v - lo) / (hi - lo);
+                    let dark_cell = if self.low_is_bright { t > 0.5 } else { t < 0.5 };
+                    let ink = if dark_cell { WHITE } else { BLACK };
+                    let text = if v.abs() < 1.0 {
+                        format!("{v:.2}")
+                    } else {
+                        format!("{v:.3}")
+                    };
+                    let style = (FONT, 11)
+                        .into_font()
+                        .color(&ink)
+                        .pos(Pos::new(HPos::Center, VPos::Center));
+                    Text::new(text, (c, r), style)
                 }))
                 .map_err(err)?;
-            if let Some((r, c)) = grid.mark {
-                let (r, c) = (r as f64, c as f64);
-                chart
-                    .draw_series(std::iter::once(Rectangle::new(
-                        [(c - 0.5, r - 0.5), (c + 0.5, r + 0.5)],
-                        RED.stroke_width(3),
-                    )))
-                    .map_err(err)?;
-            }
-            if self.annotate {
-                chart
-                    .draw_series(cells().map(|(r, c, v)| {
-                        let t = (v - lo) / (hi - lo);
-                        let dark_cell = if self.low_is_bright { t > 0.5 } else { t < 0.5 };
-                        let ink = if dark_cell { WHITE } else { BLACK };
-                        let text = if v.abs() < 1.0 {
-                            format!("{v:.2}")
-                        } else {
-                            format!("{v:.3}")
-                        };
-                        let style = (FONT, 11)
-                            .into_font()
-                            .color(&ink)
-                            .pos(Pos::new(HPos::Center, VPos::Center));
-                        Text::new(text, (c, r), style)
-                    }))
-                    .map_err(err)?;
-            }
         }
-        // Colour bar.
+        Ok(())
+    }
+
+    /// The shared colour scale under the panels, with its ends and what it measures.
+    fn draw_colour_bar<DB: DrawingBackend>(
+        &self,
+        legend: &DrawingArea<DB, Shift>,
+        range: (f64, f64),
+    ) -> Result<(), String> {
+        let (lo, hi) = range;
         let (w, _) = legend.dim_in_pixel();
         let (bar_x0, bar_x1) = (w as i32 / 4, 3 * w as i32 / 4);
         let steps = 200;
@@ -172,7 +169,7 @@ impl Figure for Heatmaps<'_> {
             legend
                 .draw(&Rectangle::new(
                     [(x, 8), (x + step_px, 24)],
-                    shade(lo + t * (hi - lo)).filled(),
+                    self.shade(lo + t * (hi - lo), range).filled(),
                 ))
                 .map_err(err)?;
         }
@@ -191,5 +188,36 @@ impl Figure for Heatmaps<'_> {
             ))
             .map_err(err)?;
         Ok(())
+    }
+}
+
+impl Figure for Heatmaps<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let (title_area, rest) = area.split_vertically(44);
+        title_area.titled(&self.title, (FONT, 21)).map_err(err)?;
+        let (body, legend) = rest.split_vertically(rest.dim_in_pixel().1 - 56);
+        let values = self
+            .panels
+            .iter()
+            .flat_map(|p| p.cells.iter().flatten().flatten().copied());
+        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+        let range = if lo.is_finite() {
+            (lo, hi.max(lo + 1e-9))
+        } else {
+            (0.0, 1.0)
+        };
+        let per_row = if self.annotate && self.panels.iter().all(|p| p.rows.len() > 8) {
+            3
+        } else {
+            4
+        }
+        .min(self.panels.len().max(1));
+        let panels = body.split_evenly((self.panels.len().div_ceil(per_row).max(1), per_row));
+        for (grid, panel) in self.panels.iter().zip(panels.iter()) {
+            self.draw_panel(grid, panel, range)?;
+        }
+        self.draw_colour_bar(&legend, range)
     }
 }

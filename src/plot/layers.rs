@@ -99,18 +99,18 @@ impl Figure for Profiles<'_> {
                     (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
                 )
                 .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc(unit)
-                .y_desc(*ylabel)
-                .x_labels(n.min(16))
-                .x_label_formatter(&|x| format!("{}", x.round() as i64))
-                .y_label_formatter(&|y| sci(*y))
-                .label_style((FONT, 13))
-                .axis_desc_style((FONT, 14))
-                .light_line_style(WHITE.mix(0.0))
-                .draw()
-                .map_err(err)?;
+            super::house_mesh(
+                chart
+                    .configure_mesh()
+                    .x_desc(unit)
+                    .y_desc(*ylabel)
+                    .x_labels(n.min(16))
+                    .x_label_formatter(&|x| format!("{}", x.round() as i64))
+                    .y_label_formatter(&|y| sci(*y)),
+                13,
+            )
+            .draw()
+            .map_err(err)?;
             for (i, (_, values)) in series.iter().enumerate() {
                 chart
                     .draw_series(

@@ -11,6 +11,7 @@ pub mod scaling;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -101,6 +102,22 @@ fn render<DB: DrawingBackend>(
     area.fill(&WHITE).map_err(|e| fail(err(e)))?;
     figure.draw(&area).map_err(fail)?;
     area.present().map_err(|e| fail(err(e)))
+}
+
+/// The axes every line figure uses: label text at `size` points, axis titles one point
+/// larger, no fine grid.
+pub fn house_mesh<'m, 'a, 'b, X, Y, DB>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+    size: u32,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged,
+    Y: Ranged,
+    DB: DrawingBackend,
+{
+    mesh.label_style((FONT, size))
+        .axis_desc_style((FONT, size + 1))
+        .light_line_style(WHITE.mix(0.0))
 }
 
 /// The legend box every figure uses.

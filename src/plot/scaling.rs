@@ -48,17 +48,17 @@ impl Figure for Scaling<'_> {
                 (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
             )
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("Training compute (PFLOP/s-days)")
-            .y_desc("Validation loss (nats/token)")
-            .x_label_formatter(&|x| sci(*x))
-            .y_label_formatter(&|y| format!("{y:.2}"))
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 17))
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(err)?;
+        super::house_mesh(
+            chart
+                .configure_mesh()
+                .x_desc("Training compute (PFLOP/s-days)")
+                .y_desc("Validation loss (nats/token)")
+                .x_label_formatter(&|x| sci(*x))
+                .y_label_formatter(&|y| format!("{y:.2}")),
+            15,
+        )
+        .draw()
+        .map_err(err)?;
         for (i, arm) in self.arms.iter().enumerate() {
             let c = color(i);
             if let Some(law) = arm.law {
@@ -193,17 +193,17 @@ impl Figure for Multiplier<'_> {
                 y0..y1,
             )
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("Training compute (PFLOP/s-days)")
-            .y_desc(format!("Compute multiplier vs {} (x)", self.baseline))
-            .x_label_formatter(&|x| sci(*x))
-            .y_label_formatter(&|y| format!("{y:.2}"))
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 17))
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(err)?;
+        super::house_mesh(
+            chart
+                .configure_mesh()
+                .x_desc("Training compute (PFLOP/s-days)")
+                .y_desc(format!("Compute multiplier vs {} (x)", self.baseline))
+                .x_label_formatter(&|x| sci(*x))
+                .y_label_formatter(&|y| format!("{y:.2}")),
+            15,
+        )
+        .draw()
+        .map_err(err)?;
         chart
             .draw_series(LineSeries::new(
                 [(x0, 1.0), (x1, 1.0)],

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::doc::Doc;
 use super::tables::{
-    HOLD_OUT_HEADER, PAIRED_HEADER, arms_table, fit_rows, hold_out_rows, paired_rows, runs_table,
+    HOLD_OUT_HEADER, arms_table, fit_rows, hold_out_rows, paired_header, paired_rows, runs_table,
 };
 use super::{Analysis, AnalysisOptions};
 use crate::analysis::cost::cost_curves;
@@ -69,6 +69,22 @@ pub fn build(
         "Train (thin, smoothed) and validation (thick) loss against training tokens, one panel per size.",
     );
     magnitudes(&mut doc, a, figs, &f.name)?;
+    block_size_section(&mut doc, a, figs, &f.name)?;
+    depth_width_section(&mut doc, sweep, a, figs)?;
+    depth_attention_section(&mut doc, a, figs, &f.name)?;
+    depth_cost(&mut doc, a, figs, &f.name)?;
+    doc.h(2, "Reproduce");
+    doc.code(format!(
+        "attnres run {p}\nattnres report {p}\nattnres fit {p} --resamples {} --seed {}",
+        opts.resamples,
+        opts.seed,
+        p = sweep.path.display()
+    ));
+    Ok(doc)
+}
+
+/// Fig. 6: loss against block size, with baseline and Full as reference lines.
+fn block_size_section(doc: &mut Doc, a: &Analysis, figs: &Path, name: &str) -> anyhow::Result<()> {
     if let Some(b) = views::block_view(&a.runs) {
         doc.h(2, "Block size (Fig. 6)");
         let rows = b
@@ -89,11 +105,21 @@ pub fn build(
             .collect();
         doc.table(&["S", "val loss", "95% t-interval", "seeds"], rows);
         doc.figure(
-            plot::block_size(figs, &format!("{}: loss against block size, size {}", f.name, b.size), &b.points, b.baseline, b.full)?,
+            plot::block_size(figs, &format!("{}: loss against block size, size {}", name, b.size), &b.points, b.baseline, b.full)?,
             "Validation loss against S with 95% Student-t intervals over seeds; baseline and Full AttnRes as reference lines (band: their t-interval).",
         );
     }
-    let dw = if f.depth_width.is_some() {
+    Ok(())
+}
+
+/// Fig. 7: loss over the depth/width grid, the best shape of each arm marked.
+fn depth_width_section(
+    doc: &mut Doc,
+    sweep: &Sweep,
+    a: &Analysis,
+    figs: &Path,
+) -> anyhow::Result<()> {
+    let dw = if sweep.file.depth_width.is_some() {
         views::depth_width_grids(&a.runs)?
     } else {
         Vec::new()
@@ -110,33 +136,35 @@ pub fn build(
         doc.figure(
             plot::depth_width(
                 figs,
-                &format!("{}: loss over depth and width", f.name),
+                &format!("{}: loss over depth and width", sweep.file.name),
                 &grids,
             )?,
             "Mean validation loss per shape; the best shape of each variant is outlined in red.",
         );
     }
+    Ok(())
+}
+
+/// Fig. 8: the depth-attention weights at the end of training.
+fn depth_attention_section(
+    doc: &mut Doc,
+    a: &Analysis,
+    figs: &Path,
+    name: &str,
+) -> anyhow::Result<()> {
     let (size, grids) = views::depth_attention_grids(&a.runs)?;
     if !grids.is_empty() {
         doc.h(2, "Depth attention (Fig. 8)");
         doc.figure(
             plot::depth_attention(
                 figs,
-                &format!("{}: depth-attention weights, size {size}", f.name),
+                &format!("{}: depth-attention weights, size {size}", name),
                 &grids,
             )?,
             "Mean weight each mixing step puts on each source at the end of training.",
         );
     }
-    depth_cost(&mut doc, a, figs, &f.name)?;
-    doc.h(2, "Reproduce");
-    doc.code(format!(
-        "attnres run {p}\nattnres report {p}\nattnres fit {p} --resamples {} --seed {}",
-        opts.resamples,
-        opts.seed,
-        p = sweep.path.display()
-    ));
-    Ok(doc)
+    Ok(())
 }
 
 /// What each arm's depth mixing costs at scale, next to what it buys (docs/cost.md).
@@ -326,10 +354,12 @@ fn paired(doc: &mut Doc, a: &Analysis, opts: &AnalysisOptions) {
     doc.h(3, "Per-size paired differences");
     let survivors = table.rows.iter().filter(|x| x.holm).count();
     doc.p(format!(
-        "Validation loss of each arm minus the baseline's on the same seed, per size: mean over seeds, 95% t-interval and two-sided paired t-test. {} comparisons with a p-value were made; {} survive Holm's correction at a family-wise {} (marked). Negative means the arm is better.",
-        table.comparisons, survivors, table.alpha
+        "Validation loss of each arm minus the reference arm's (`{}`) on the same seed, per size: mean over seeds, 95% t-interval and two-sided paired t-test. {} comparisons with a p-value were made; {} survive Holm's correction at a family-wise {} (marked). Negative means the arm is better.",
+        opts.baseline, table.comparisons, survivors, table.alpha
     ));
-    doc.table(&PAIRED_HEADER, paired_rows(&table));
+    let header = paired_header(&opts.baseline);
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    doc.table(&header, paired_rows(&table));
 }
 
 /// Fig. 5 and its table: the per-block view of SPEC section 8 at the largest size.

@@ -166,15 +166,20 @@ pub fn paired_rows(t: &PairedTable) -> Vec<Vec<String>> {
         .collect()
 }
 
-pub const PAIRED_HEADER: [&str; 7] = [
-    "arm",
-    "size",
-    "arm - baseline",
-    "95% t-interval",
-    "pairs",
-    "p",
-    "Holm",
-];
+/// The paired table's columns; the difference is named after the reference arm.
+pub fn paired_header(baseline: &str) -> Vec<String> {
+    [
+        "arm",
+        "size",
+        &format!("arm - {baseline}"),
+        "95% t-interval",
+        "pairs",
+        "p",
+        "Holm",
+    ]
+    .map(String::from)
+    .to_vec()
+}
 
 /// The held-out cell: each arm's observed loss, the prediction without it, and the error.
 pub fn hold_out_rows(h: &HoldOut) -> Vec<Vec<String>> {

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use burn::module::Module;
-use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -111,36 +111,7 @@ impl<'a> Trainer<'a> {
 
     fn run(mut self) -> anyhow::Result<Outcome> {
         let (spec, dir) = (self.spec, self.dir);
-        let train_device = self.device.clone().autodiff();
-        let mut model = Lm::init(&spec.model, spec.seed, &train_device)?;
-        let resume_from = dir.find_checkpoint();
-        if let Some(path) = &resume_from {
-            // Weights first: loading restores the parameter ids the optimizer groups and
-            // state are keyed by.
-            model = checkpoint::load_model(path, model)?;
-        }
-        let mut optim = optimizer::build(&spec.train, &model);
-        let mut state = CheckpointState {
-            run_id: spec.run_id(),
-            step: 0,
-            tokens: 0,
-            wall_s: 0.0,
-            seed: spec.seed,
-        };
-        match &resume_from {
-            Some(path) => {
-                optim = checkpoint::load_optimizer(path, optim)?;
-                state = checkpoint::read_state(path)?;
-                metrics::truncate_steps(&dir.steps(), state.step)?;
-                self.layers = metrics::read_layers(&dir.layers(), Some(state.step))?;
-                self.depth = metrics::read_depth(&dir.depth_attn(), Some(state.step))?;
-            }
-            None => {
-                for stale in [dir.steps(), dir.layers(), dir.depth_attn(), dir.summary()] {
-                    let _ = std::fs::remove_file(stale);
-                }
-            }
-        }
+        let (mut model, mut optim, mut state) = self.restore()?;
         dir.write_status(&Status::Running {
             step: state.step,
             total_steps: self.total_steps,
@@ -200,14 +171,7 @@ impl<'a> Trainer<'a> {
                     / step_start.elapsed().as_secs_f64(),
             };
             if let Some(grad_norms) = grad_norms {
-                let inference = model.valid();
-                let result = evaluate(&inference, &self.eval, &self.device)?;
-                row.loss_val = Some(result.loss);
-                row.acc_val = result.accuracy;
-                let probes = probe(&inference, &self.eval[0], &self.device)?;
-                self.record_probes(done, &probes, &grad_norms);
-                metrics::write_layers(&dir.layers(), &self.layers)?;
-                metrics::write_depth(&dir.depth_attn(), &self.depth)?;
+                self.evaluate(&model, done, &grad_norms, &mut row)?;
             }
             metrics::append_steps(&dir.steps(), std::slice::from_ref(&row))?;
             let ckpt_every = spec.train.checkpoint_every as u64;
@@ -228,6 +192,62 @@ impl<'a> Trainer<'a> {
         write_json(&dir.summary(), &summary)?;
         dir.write_status(&Status::Done { steps: state.step })?;
         Ok(Outcome::Done(Box::new(summary)))
+    }
+
+    /// A fresh model, optimizer and state, or the newest checkpoint's (with the metrics
+    /// files cut back to its step); a fresh start removes metrics left by an earlier attempt.
+    fn restore(&mut self) -> anyhow::Result<(Lm, ModuleOptimizer, CheckpointState)> {
+        let (spec, dir) = (self.spec, self.dir);
+        let train_device = self.device.clone().autodiff();
+        let mut model = Lm::init(&spec.model, spec.seed, &train_device)?;
+        let resume_from = dir.find_checkpoint();
+        if let Some(path) = &resume_from {
+            // Weights first: loading restores the parameter ids the optimizer groups and
+            // state are keyed by.
+            model = checkpoint::load_model(path, model)?;
+        }
+        let mut optim = optimizer::build(&spec.train, &model);
+        let mut state = CheckpointState {
+            run_id: spec.run_id(),
+            step: 0,
+            tokens: 0,
+            wall_s: 0.0,
+            seed: spec.seed,
+        };
+        match &resume_from {
+            Some(path) => {
+                optim = checkpoint::load_optimizer(path, optim)?;
+                state = checkpoint::read_state(path)?;
+                metrics::truncate_steps(&dir.steps(), state.step)?;
+                self.layers = metrics::read_layers(&dir.layers(), Some(state.step))?;
+                self.depth = metrics::read_depth(&dir.depth_attn(), Some(state.step))?;
+            }
+            None => {
+                for stale in [dir.steps(), dir.layers(), dir.depth_attn(), dir.summary()] {
+                    let _ = std::fs::remove_file(stale);
+                }
+            }
+        }
+        Ok((model, optim, state))
+    }
+
+    /// Validation loss into `row`, and the probes of step `done` into the metrics files.
+    fn evaluate(
+        &mut self,
+        model: &Lm,
+        done: u64,
+        grad_norms: &[f32],
+        row: &mut StepRow,
+    ) -> anyhow::Result<()> {
+        let inference = model.valid();
+        let result = evaluate(&inference, &self.eval, &self.device)?;
+        row.loss_val = Some(result.loss);
+        row.acc_val = result.accuracy;
+        let probes = probe(&inference, &self.eval[0], &self.device)?;
+        self.record_probes(done, &probes, grad_norms);
+        metrics::write_layers(&self.dir.layers(), &self.layers)?;
+        metrics::write_depth(&self.dir.depth_attn(), &self.depth)?;
+        Ok(())
     }
 
     /// Loss and gradients of one step, accumulated over micro-batches so that the result

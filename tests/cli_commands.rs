@@ -1,0 +1,264 @@
+//! The command line's less travelled flags, end to end: `--filter`, `--dry-run`,
+//! `--retry-failed`, `model --json`, `bench`, `fit --e per-arm`, `--six-nd`, `--baseline`,
+//! `compare` across two sweeps and `budget: {flops}`. Analysis commands read the committed
+//! reference results; the rest train seconds-long synthetic runs in a temporary folder.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+fn attnres() -> Command {
+    Command::cargo_bin("attnres").expect("the attnres binary is built")
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// Runs `args`, expects success, returns stdout.
+fn ok(args: &[&str]) -> String {
+    let out = attnres()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
+const TINY: &str = "name: tiny
+data: {corpus: {synthetic: {task: khop, hops: 2, n_vars: 5, train_examples: 1000, val_examples: 32}}}
+model: {context: 48, head_dim: 16}
+sizes: [nano]
+residual: [baseline, full]
+seeds: [0, 1]
+train: {batch_size: 8, lr: 0.003, budget: {tokens: 4000}, eval_every: 5, eval_batches: 1}
+";
+
+fn tiny_sweep(dir: &Path) -> PathBuf {
+    let path = dir.join("tiny.yaml");
+    std::fs::write(&path, TINY).unwrap();
+    path
+}
+
+/// The run folders of the sweep (not its copy of the sweep file).
+fn run_ids(results: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(results.join("tiny"))
+        .map(|d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.is_dir())
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn filter_selects_runs_and_dry_run_trains_nothing() {
+    let tmp = TempDir::new().unwrap();
+    let sweep = tiny_sweep(tmp.path());
+    let (s, results) = (sweep.to_str().unwrap(), tmp.path().join("results"));
+    let r = results.to_str().unwrap();
+    let plan = ok(&["plan", s, "--results", r, "--filter", "variant=full"]);
+    assert!(plan.contains("total: 2 runs"), "{plan}");
+    assert!(!plan.contains("baseline"), "{plan}");
+    let dry = ok(&["run", s, "--results", r, "--dry-run", "--filter", "seed=1"]);
+    assert!(dry.contains("total: 2 runs"), "{dry}");
+    assert!(!results.exists(), "--dry-run wrote {}", results.display());
+    ok(&[
+        "run",
+        s,
+        "--results",
+        r,
+        "--threads",
+        "1",
+        "--filter",
+        "variant=full",
+        "--filter",
+        "seed=0",
+    ]);
+    assert_eq!(run_ids(&results).len(), 1, "one run matches both filters");
+}
+
+/// A failed run is skipped by `run` and trained again by `run --retry-failed`.
+#[test]
+fn retry_failed_trains_a_failed_run_again() {
+    let tmp = TempDir::new().unwrap();
+    let sweep = tiny_sweep(tmp.path());
+    let (s, results) = (sweep.to_str().unwrap(), tmp.path().join("results"));
+    let r = results.to_str().unwrap();
+    let filter = ["--filter", "variant=baseline", "--filter", "seed=0"];
+    attnres()
+        .args(["run", s, "--results", r, "--threads", "1"])
+        .args(filter)
+        .assert()
+        .success();
+    let id = run_ids(&results).pop().expect("a run folder");
+    let status = results.join("tiny").join(&id).join("status.json");
+    std::fs::write(
+        &status,
+        r#"{"state":"failed","step":3,"reason":"made up by the test"}"#,
+    )
+    .unwrap();
+    let again = attnres()
+        .args(["run", s, "--results", r])
+        .args(filter)
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&again.get_output().stdout).into_owned();
+    assert!(text.contains("1 failed before"), "{text}");
+    attnres()
+        .args(["run", s, "--results", r, "--threads", "1", "--retry-failed"])
+        .args(filter)
+        .assert()
+        .success();
+    let now = std::fs::read_to_string(&status).unwrap();
+    assert!(now.contains("\"done\""), "{now}");
+}
+
+#[test]
+fn model_json_has_counts_per_variant() {
+    let out = ok(&[
+        "model",
+        "--d-model",
+        "64",
+        "--n-blocks",
+        "2",
+        "--residual",
+        "baseline,full",
+        "--json",
+    ]);
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().expect("a list");
+    assert_eq!(rows.len(), 2);
+    let params = |i: usize| rows[i].to_string();
+    assert!(
+        params(0).contains("baseline") && params(1).contains("full"),
+        "{out}"
+    );
+    assert_ne!(rows[0], rows[1]);
+}
+
+#[test]
+fn bench_reports_speed_and_memory_per_variant() {
+    let out = ok(&[
+        "bench",
+        "--backend",
+        "tch",
+        "--steps",
+        "1",
+        "--d-model",
+        "64",
+        "--n-blocks",
+        "1",
+        "--context",
+        "16",
+        "--batch-size",
+        "2",
+    ]);
+    for variant in ["baseline", "full", "block S=4"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(variant))
+            .unwrap_or_else(|| panic!("{variant} missing:\n{out}"));
+        assert!(row.contains("MB"), "no memory in: {row}");
+    }
+}
+
+/// Fit options change what is fitted: per-arm E, 6ND compute and another reference arm.
+#[test]
+fn fit_options_change_the_fit() {
+    let quick = repo("sweeps/quick.yaml");
+    let results = repo("results/reference");
+    let tmp = TempDir::new().unwrap();
+    let out = tmp.path().join("fits.json");
+    let fit = |extra: &[&str]| {
+        let mut args = vec![
+            "fit",
+            quick.to_str().unwrap(),
+            "--results",
+            results.to_str().unwrap(),
+            "--resamples",
+            "50",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    let shared = fit(&[]);
+    let per_arm = fit(&["--e", "per-arm"]);
+    let six_nd = fit(&["--six-nd"]);
+    let vs_full = fit(&["--baseline", "full"]);
+    assert_ne!(shared, per_arm);
+    assert_ne!(shared, six_nd);
+    assert!(
+        vs_full.contains("multipliers vs full") && vs_full.contains("arm - full"),
+        "{vs_full}"
+    );
+    assert!(
+        vs_full.lines().any(|l| l.starts_with("baseline ")),
+        "the old baseline is now an arm:\n{vs_full}"
+    );
+    attnres()
+        .args([
+            "fit",
+            quick.to_str().unwrap(),
+            "--results",
+            results.to_str().unwrap(),
+            "--baseline",
+            "nosuch",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn compare_two_sweeps_side_by_side() {
+    let results = repo("results/reference");
+    let out = ok(&[
+        "compare",
+        repo("sweeps/quick.yaml").to_str().unwrap(),
+        repo("sweeps/scaling.yaml").to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+        "--resamples",
+        "50",
+    ]);
+    assert!(out.contains("quick") && out.contains("scaling"), "{out}");
+}
+
+/// A FLOP budget becomes the tokens that spend it: FLOPs / (training FLOPs per token).
+#[test]
+fn flops_budget_is_spent_in_tokens() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("flops.yaml");
+    std::fs::write(
+        &path,
+        TINY.replace("budget: {tokens: 4000}", "budget: {flops: 1.0e11}"),
+    )
+    .unwrap();
+    let plan = ok(&[
+        "plan",
+        path.to_str().unwrap(),
+        "--results",
+        tmp.path().join("r").to_str().unwrap(),
+    ]);
+    let row = plan
+        .lines()
+        .find(|l| l.contains("baseline"))
+        .expect("a baseline row");
+    let flops: f64 = row
+        .split_whitespace()
+        .find(|w| w.contains("e1"))
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no FLOPs column in {row}"));
+    // Whole sequences of 48 tokens, rounded down: within one sequence's FLOPs of the budget.
+    assert!(flops <= 1.0e11 && flops > 0.97e11, "{row}");
+}
