@@ -13,7 +13,7 @@ BIN   = $(CARGO_TARGET_DIR)/release/attnres
 # Sweeps whose reports are committed under reports/ (see README, "Reference results").
 REPORTED = quick scaling block_size ablations
 
-.PHONY: setup build test lint fuzz bench data quick report clean
+.PHONY: setup build build-cuda test lint fuzz bench data quick report clean
 
 setup: $(LIBTORCH)/.complete
 	scripts/setup-chromium.sh
@@ -23,6 +23,20 @@ $(LIBTORCH)/.complete:
 
 build: $(LIBTORCH)/.complete
 	$(CARGO) build --release --locked --features $(FEATURES)
+
+# A CUDA build for GPU machines (docs/gpu.md): torch 2.11 from PyPI (the CUDA 13 build, about
+# 4.7 GB with its nvidia wheels) in a venv of its own, linked by an rpath into that venv. It
+# compiles and links on a machine without a GPU; its own target folder keeps the CPU build.
+CUDA_VENV   ?= $(CACHE)/torch-2.11-cuda
+CUDA_TARGET ?= $(CACHE)/target-cuda
+build-cuda:
+	test -x $(CUDA_VENV)/bin/python || python3 -m venv $(CUDA_VENV)
+	$(CUDA_VENV)/bin/pip install --quiet torch==2.11.0
+	VIRTUAL_ENV=$(CUDA_VENV) PATH=$(CUDA_VENV)/bin:$$PATH LIBTORCH= LIBTORCH_USE_PYTORCH=1 \
+	  LIBTORCH_BYPASS_VERSION_CHECK=1 CARGO_TARGET_DIR=$(CUDA_TARGET) \
+	  RUSTFLAGS="-C link-args=-Wl,-rpath,$$($(CUDA_VENV)/bin/python -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib" \
+	  $(CARGO) build --release --locked --features tch
+	@echo "built $(CUDA_TARGET)/release/attnres against $(CUDA_VENV)"
 
 test: setup data
 	$(CARGO) test --release --locked --features $(FEATURES)

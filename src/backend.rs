@@ -27,6 +27,15 @@ pub enum BackendError {
     BadDevice(String),
     #[error("device `{0}` needs the tch backend; pass `--backend tch`")]
     CudaNeedsTch(String),
+    #[error(
+        "device `cuda:{index}` is not available: libtorch sees {count} CUDA device(s){hint}; \
+         train on `--device cpu`, or see docs/gpu.md"
+    )]
+    NoCuda {
+        index: usize,
+        count: usize,
+        hint: &'static str,
+    },
 }
 
 impl BackendKind {
@@ -82,7 +91,27 @@ pub fn device(kind: BackendKind, name: &str) -> Result<Device, BackendError> {
 #[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
 fn tch_device(cuda_index: Option<usize>) -> Result<Device, BackendError> {
     Ok(match cuda_index {
-        Some(i) => Device::libtorch_cuda(i),
+        Some(i) => {
+            // Asking libtorch for a device it does not have panics deep inside a run; ask
+            // first, so that `plan` and `run` refuse it before anything is written.
+            let count = if tch::Cuda::is_available() {
+                tch::Cuda::device_count().max(0) as usize
+            } else {
+                0
+            };
+            if i >= count {
+                return Err(BackendError::NoCuda {
+                    index: i,
+                    count,
+                    hint: if count == 0 {
+                        " (no driver, or a CPU-only libtorch: `make build-cuda` links the CUDA one)"
+                    } else {
+                        ""
+                    },
+                });
+            }
+            Device::libtorch_cuda(i)
+        }
         None => Device::libtorch(),
     })
 }

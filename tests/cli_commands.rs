@@ -262,3 +262,37 @@ fn flops_budget_is_spent_in_tokens() {
     // Whole sequences of 48 tokens, rounded down: within one sequence's FLOPs of the budget.
     assert!(flops <= 1.0e11 && flops > 0.97e11, "{row}");
 }
+
+/// This machine has no GPU: `--device cuda` is refused before anything is written.
+#[test]
+fn cuda_without_a_gpu_is_refused_at_plan_and_run() {
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return; // a GPU machine: the refusal cannot be shown here
+    }
+    let tmp = TempDir::new().unwrap();
+    let sweep = tiny_sweep(tmp.path());
+    let results = tmp.path().join("results");
+    for cmd in ["plan", "run"] {
+        let out = attnres()
+            .args([
+                cmd,
+                sweep.to_str().unwrap(),
+                "--results",
+                results.to_str().unwrap(),
+                "--device",
+                "cuda",
+            ])
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(
+            err.contains("--device cuda") && err.contains("not available"),
+            "{err}"
+        );
+    }
+    assert!(
+        !results.exists(),
+        "refused runs wrote {}",
+        results.display()
+    );
+}

@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::train::DeviceArgs;
 use super::{InputError, thousands};
+use crate::backend::BackendKind;
 use crate::fmt::bytes_text;
 use crate::model::flops::{PFLOPS_DAY, param_counts};
 use crate::runner::{Filter, RunOutcome, RunnerOptions, outcome_text, run_sweep, view};
@@ -43,8 +44,16 @@ pub struct PlanArgs {
     pub jobs: usize,
 }
 
-/// Checks files and memory for `device`, located in the sweep file; exit 2 on failure.
-fn check_environment(sweep: &Sweep, device: &str, jobs: usize) -> anyhow::Result<()> {
+/// Checks files, and the memory of the runs `filters` select on `device`, located in the
+/// sweep file; exit 2 on failure.
+fn check_environment(
+    sweep: &Sweep,
+    filters: &[Filter],
+    (backend, device): (BackendKind, &str),
+    jobs: usize,
+) -> anyhow::Result<()> {
+    crate::backend::device(backend, device)
+        .map_err(|e| InputError(format!("--device {device}: {e}")))?;
     let limit = crate::runner::capacity::memory_limit(device, jobs);
     if limit.is_none() {
         eprintln!(
@@ -52,7 +61,7 @@ fn check_environment(sweep: &Sweep, device: &str, jobs: usize) -> anyhow::Result
         );
     }
     sweep
-        .check_environment(limit.as_ref())
+        .check_environment(limit.as_ref(), &|r| filters.iter().all(|f| f.matches(r)))
         .map_err(|e| InputError(e.to_string()).into())
 }
 
@@ -84,6 +93,13 @@ pub struct RunArgs {
     /// Train again the runs whose last attempt failed.
     #[arg(long)]
     pub retry_failed: bool,
+    /// Spread the runs over these devices (e.g. cuda:0,cuda:1,cuda:2,cuda:3), each job on its
+    /// own device; replaces --device and --jobs.
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<String>,
+    /// Runs trained at once on each of --devices (small runs share a large GPU).
+    #[arg(long, default_value_t = 1)]
+    pub jobs_per_device: usize,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -91,7 +107,12 @@ pub struct RunArgs {
 pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
     let args = plan.sweep;
     let (sweep, filters) = args.load()?;
-    check_environment(&sweep, &plan.device, plan.jobs)?;
+    check_environment(
+        &sweep,
+        &filters,
+        (BackendKind::preferred(), &plan.device),
+        plan.jobs,
+    )?;
     let root = sweep.results_dir(&args.results);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let measured = measured_speed(&root, cores);
@@ -166,7 +187,6 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
 
 pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.sweep.load()?;
-    check_environment(&sweep, &args.device.device, args.jobs)?;
     if args.dry_run {
         return run_plan(PlanArgs {
             sweep: args.sweep,
@@ -174,12 +194,21 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
             jobs: args.jobs,
         });
     }
+    let backend = args.device.backend.unwrap_or_else(BackendKind::preferred);
+    if args.devices.is_empty() {
+        check_environment(&sweep, &filters, (backend, &args.device.device), args.jobs)?;
+    }
+    for device in &args.devices {
+        check_environment(&sweep, &filters, (backend, device), args.jobs_per_device)?;
+    }
     let opts = RunnerOptions {
         results_root: args.sweep.results.clone(),
         jobs: args.jobs,
         filters,
         train: args.device.options(),
         retry_failed: args.retry_failed,
+        devices: args.devices.clone(),
+        jobs_per_device: args.jobs_per_device,
     };
     let report = run_sweep(&sweep, &opts)?;
     let trained = report.count(|o| matches!(o, RunOutcome::Trained { .. }));

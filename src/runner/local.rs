@@ -22,6 +22,27 @@ pub struct RunnerOptions {
     pub train: TrainOptions,
     /// Re-train runs whose last attempt failed.
     pub retry_failed: bool,
+    /// Devices to spread the jobs over (`cuda:0`, `cuda:1`, ...), `jobs_per_device` each;
+    /// empty: every job trains on `train.device`.
+    pub devices: Vec<String>,
+    pub jobs_per_device: usize,
+}
+
+/// The device of each job slot: `per_device` slots for each of `devices`, ordered so that the
+/// first slots land on distinct devices (a sweep with fewer runs than slots still spreads
+/// out); without `devices`, `jobs` slots on `fallback`.
+pub fn job_devices(
+    devices: &[String],
+    per_device: usize,
+    fallback: &str,
+    jobs: usize,
+) -> Vec<String> {
+    if devices.is_empty() {
+        return vec![fallback.to_string(); jobs.max(1)];
+    }
+    (0..per_device.max(1))
+        .flat_map(|_| devices.iter().cloned())
+        .collect()
 }
 
 /// What happened to one selected run.
@@ -89,7 +110,14 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
     if todo.is_empty() {
         return Ok(report);
     }
-    let jobs = opts.jobs.max(1).min(todo.len());
+    let mut slots = job_devices(
+        &opts.devices,
+        opts.jobs_per_device,
+        &opts.train.device,
+        opts.jobs,
+    );
+    slots.truncate(todo.len());
+    let jobs = slots.len();
     let threads = opts
         .train
         .threads
@@ -114,7 +142,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
     let finished = Mutex::new(Vec::new());
     let total = todo.len();
     std::thread::scope(|scope| {
-        for _ in 0..jobs {
+        for device in &slots {
             scope.spawn(|| {
                 loop {
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
@@ -125,6 +153,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
                     let train_opts = TrainOptions {
                         threads: Some(threads),
                         progress: Some(bar.clone()),
+                        device: device.clone(),
                         ..opts.train.clone()
                     };
                     let outcome = train_locked(run, &dir, &train_opts);
@@ -228,6 +257,25 @@ mod tests {
     use super::*;
 
     /// A panic inside a run is that run's failure, with its message, in the run's status.
+    #[test]
+    fn jobs_are_spread_over_devices_first() {
+        let gpus: Vec<String> = ["cuda:0", "cuda:1", "cuda:2"].map(String::from).to_vec();
+        assert_eq!(
+            job_devices(&gpus, 2, "cpu", 99),
+            ["cuda:0", "cuda:1", "cuda:2", "cuda:0", "cuda:1", "cuda:2"]
+        );
+        // Two runs on three GPUs: two different GPUs.
+        let mut two = job_devices(&gpus, 4, "cpu", 99);
+        two.truncate(2);
+        assert_eq!(two, ["cuda:0", "cuda:1"]);
+        assert_eq!(job_devices(&[], 3, "cpu", 2), ["cpu", "cpu"]);
+        assert_eq!(
+            job_devices(&gpus[..1], 0, "cpu", 5),
+            ["cuda:0"],
+            "at least one job per device"
+        );
+    }
+
     #[test]
     fn a_panic_inside_a_run_is_recorded_as_its_failure() {
         let root = std::env::temp_dir().join(format!("attnres-guarded-{}", std::process::id()));

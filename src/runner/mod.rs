@@ -6,7 +6,7 @@ mod filter;
 mod local;
 
 pub use filter::Filter;
-pub use local::{RunOutcome, RunnerOptions, SweepReport, outcome_text, run_sweep};
+pub use local::{RunOutcome, RunnerOptions, SweepReport, job_devices, outcome_text, run_sweep};
 
 use crate::spec::PlannedRun;
 use crate::store::lock::RunLock;

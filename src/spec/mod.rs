@@ -61,9 +61,13 @@ impl Sweep {
     }
 
     /// What depends on the machine rather than the file: the corpus and tokenizer files
-    /// exist (and a tokenizer file loads), and every run's estimated training memory fits
-    /// `limit`. Errors name the file, line and key; nothing is written.
-    pub fn check_environment(&self, limit: Option<&MemoryLimit>) -> Result<(), SpecError> {
+    /// exist (and a tokenizer file loads), and the estimated training memory of every run
+    /// `selected` fits `limit`. Errors name the file, line and key; nothing is written.
+    pub fn check_environment(
+        &self,
+        limit: Option<&MemoryLimit>,
+        selected: &dyn Fn(&PlannedRun) -> bool,
+    ) -> Result<(), SpecError> {
         let locate = |e: SpecError| e.in_file(&self.path, &self.locations);
         let mut data: Vec<&crate::data::DataConfig> =
             self.runs.iter().map(|r| &r.spec.data).collect();
@@ -73,7 +77,7 @@ impl Sweep {
                 .map_err(|(key, e)| locate(SpecError::at(key, e)))?;
         }
         let Some(limit) = limit else { return Ok(()) };
-        for run in &self.runs {
+        for run in self.runs.iter().filter(|r| selected(r)) {
             let need = run.spec.memory();
             if need.total() > limit.bytes {
                 return Err(locate(SpecError::at(
