@@ -17,6 +17,7 @@ REPORTED = quick scaling block_size ablations
 
 setup: $(LIBTORCH)/.complete
 	scripts/setup-chromium.sh
+	scripts/setup-slurm.sh install
 
 $(LIBTORCH)/.complete:
 	scripts/setup-libtorch.sh $(LIBTORCH)

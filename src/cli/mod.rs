@@ -6,6 +6,7 @@ mod cost;
 mod data;
 mod model;
 mod power;
+mod slurm;
 mod sweep;
 mod train;
 
@@ -54,6 +55,11 @@ pub enum Command {
     Power(power::PowerArgs),
     /// Depth I/O, pipeline communication, prefill cache and training memory of a model shape.
     Cost(cost::CostArgs),
+    /// Cancel a sweep's Slurm jobs.
+    Cancel(sweep::SweepArgs),
+    /// One Slurm array task: train the manifest's run at this index (used by `--executor slurm`).
+    #[command(hide = true)]
+    Task(slurm::TaskArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -72,6 +78,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Power(args) => power::run(args),
         Command::Cost(args) => cost::run(args),
+        Command::Cancel(args) => slurm::run_cancel(args),
+        Command::Task(args) => slurm::run_task(args),
     }
 }
 

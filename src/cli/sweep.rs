@@ -101,6 +101,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub jobs_per_device: usize,
     #[command(flatten)]
+    pub slurm: super::slurm::SlurmArgs,
+    #[command(flatten)]
     pub device: DeviceArgs,
 }
 
@@ -187,6 +189,21 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
 
 pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.sweep.load()?;
+    if args.slurm.executor == super::slurm::Executor::Slurm {
+        let selected: Vec<&crate::spec::PlannedRun> = sweep
+            .runs
+            .iter()
+            .filter(|r| filters.iter().all(|f| f.matches(r)))
+            .collect();
+        return super::slurm::submit(
+            &sweep,
+            &selected,
+            &args.sweep,
+            &args.slurm,
+            args.retry_failed,
+            args.dry_run,
+        );
+    }
     if args.dry_run {
         return run_plan(PlanArgs {
             sweep: args.sweep,
@@ -247,8 +264,9 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
 pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.load()?;
     let root = sweep.results_dir(&args.results);
+    let queue = crate::runner::slurm::queue_states(&root);
     println!(
-        "{:<10} {:<22} {:<10} {:>4} {:<9} {:>11} {:>10} {:>10}",
+        "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}",
         "id", "variant", "size", "seed", "state", "step", "loss", "val"
     );
     let mut counts = std::collections::BTreeMap::new();
@@ -265,14 +283,15 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
             Vec::new()
         };
         let last_val = rows.iter().rev().find_map(|r| r.loss_val);
-        let state = if v.holder.is_some() {
-            "running"
-        } else {
-            v.state.name()
+        let state = match queue.get(&run.id) {
+            // squeue is a hint: a finished run's folder wins over a stale queue entry.
+            Some(q) if v.state != RunState::Done => q.as_str(),
+            _ if v.holder.is_some() => "running",
+            _ => v.state.name(),
         };
         *counts.entry(state).or_insert(0) += 1;
         println!(
-            "{:<10} {:<22} {:<10} {:>4} {:<9} {:>11} {:>10} {:>10}",
+            "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}",
             run.id,
             run.arm,
             run.size,
@@ -294,6 +313,9 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
             (&v.state, dir.read_status())
         {
             println!("           failed: {reason}");
+            if let Some(log) = crate::runner::slurm::log_of(&root, &run.id) {
+                println!("           log: {}", log.display());
+            }
         }
     }
     let summary: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();

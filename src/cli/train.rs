@@ -37,6 +37,7 @@ impl DeviceArgs {
             device: self.device.clone(),
             threads: self.threads,
             progress: None,
+            stop: None,
         }
     }
 }
@@ -89,6 +90,10 @@ pub fn run_train(args: TrainArgs) -> anyhow::Result<()> {
         }
         Outcome::Failed { step, reason } => {
             anyhow::bail!("run {} failed at step {step}: {reason}", dir.root.display())
+        }
+        Outcome::Stopped { step } => {
+            println!("stopped at step {step}; train again to resume");
+            Ok(())
         }
     }
 }

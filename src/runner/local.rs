@@ -57,6 +57,8 @@ pub enum RunOutcome {
     Busy(String),
     FailedBefore,
     Failed(String),
+    /// Stopped on request with a checkpoint after this many steps; the next run resumes.
+    Stopped(u64),
 }
 
 #[derive(Debug, Default)]
@@ -182,7 +184,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
     Ok(report)
 }
 
-fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutcome {
+pub(super) fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutcome {
     // A reader probing the lock (`attnres status`) holds it for an instant: look twice.
     let lock = match RunLock::try_acquire(dir) {
         Ok(None) => {
@@ -208,6 +210,7 @@ fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutco
         },
         Ok(Outcome::AlreadyDone) => RunOutcome::AlreadyDone,
         Ok(Outcome::Failed { reason, .. }) => RunOutcome::Failed(reason),
+        Ok(Outcome::Stopped { step }) => RunOutcome::Stopped(step),
         // Not recorded as a failed run: an error outside training (a full disk, a bad
         // corpus) should not need --retry-failed once fixed.
         Err(e) => RunOutcome::Failed(format!("{e:#}")),
@@ -245,6 +248,9 @@ pub fn outcome_text(o: &RunOutcome) -> String {
         RunOutcome::Busy(who) => format!("skipped: trained by {who}"),
         RunOutcome::FailedBefore => "failed before (use --retry-failed)".into(),
         RunOutcome::Failed(why) => format!("FAILED: {why}"),
+        RunOutcome::Stopped(step) => {
+            format!("stopped at step {step} (checkpointed; runs again from there)")
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod capacity;
 mod filter;
 mod local;
+pub mod slurm;
 
 pub use filter::Filter;
 pub use local::{RunOutcome, RunnerOptions, SweepReport, job_devices, outcome_text, run_sweep};

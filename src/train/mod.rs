@@ -25,6 +25,9 @@ pub struct TrainOptions {
     pub threads: Option<usize>,
     /// A bar to drive (a sweep's per-run bar); None makes one when stdout is a terminal.
     pub progress: Option<indicatif::ProgressBar>,
+    /// Set (by a signal handler) to stop after the current step with a checkpoint, so that
+    /// a preempted or timed-out job resumes exactly where it stopped.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// How a call to [`train`] ended.
@@ -36,6 +39,10 @@ pub enum Outcome {
     Failed {
         step: u64,
         reason: String,
+    },
+    /// Asked to stop: checkpointed after `step` steps; training again resumes there.
+    Stopped {
+        step: u64,
     },
 }
 

@@ -175,8 +175,20 @@ impl<'a> Trainer<'a> {
             }
             metrics::append_steps(&dir.steps(), std::slice::from_ref(&row))?;
             let ckpt_every = spec.train.checkpoint_every as u64;
-            if done == self.total_steps || (ckpt_every > 0 && done.is_multiple_of(ckpt_every)) {
+            let stop = self
+                .opts
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
+            if done == self.total_steps
+                || (ckpt_every > 0 && done.is_multiple_of(ckpt_every))
+                || stop
+            {
                 checkpoint::save(dir, &model, &optim, &state)?;
+            }
+            if stop && done < self.total_steps {
+                bar.abandon_with_message(format!("stopped at step {done}: checkpointed"));
+                return Ok(Outcome::Stopped { step: done });
             }
             bar.set_position(done);
             bar.set_message(format!(

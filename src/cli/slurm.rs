@@ -1,0 +1,185 @@
+//! `attnres run --executor slurm`, the hidden `attnres task` each array task runs, and
+//! `attnres cancel` (docs/slurm.md).
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::InputError;
+use super::sweep::SweepArgs;
+use super::train::DeviceArgs;
+use crate::runner::slurm::{self, SlurmOptions};
+use crate::runner::{RunOutcome, view};
+use crate::spec::{PlannedRun, Sweep};
+use crate::store::{RunDir, RunState};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Executor {
+    /// Train here, `--jobs` at a time.
+    Local,
+    /// Submit job arrays to Slurm and return.
+    Slurm,
+}
+
+/// Slurm settings of `attnres run --executor slurm`.
+#[derive(Debug, Clone, Args)]
+pub struct SlurmArgs {
+    /// Where runs train.
+    #[arg(long, value_enum, default_value = "local")]
+    pub executor: Executor,
+    /// Slurm partition.
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Time limit per run (task), e.g. 2:00:00.
+    #[arg(long)]
+    pub time: Option<String>,
+    /// CPUs per run (task); also its training threads.
+    #[arg(long, default_value_t = 1)]
+    pub cpus_per_run: usize,
+    /// GPUs per run (task); each task sees only its own.
+    #[arg(long, default_value_t = 0)]
+    pub gpus_per_run: usize,
+    /// Tasks of an array running at once (`--array=...%K`).
+    #[arg(long)]
+    pub max_parallel: Option<usize>,
+    /// When Slurm warns a task before its time limit or preemption: it checkpoints and
+    /// requeues itself.
+    #[arg(long, default_value = "B:USR1@120")]
+    pub signal: String,
+    /// Extra `#SBATCH` lines, as sbatch takes them (repeatable), e.g. --sbatch-arg=--qos=low.
+    #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
+    pub sbatch_args: Vec<String>,
+}
+
+/// Submits the sweep's unfinished selected runs as job arrays (or prints the scripts).
+pub fn submit(
+    sweep: &Sweep,
+    selected: &[&PlannedRun],
+    sweep_args: &SweepArgs,
+    args: &SlurmArgs,
+    retry_failed: bool,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    if args.cpus_per_run == 0 {
+        anyhow::bail!(InputError("--cpus-per-run must be at least 1".into()));
+    }
+    let root = sweep.results_dir(&sweep_args.results);
+    let mut todo = Vec::new();
+    for run in selected {
+        let v = view(&RunDir::new(root.join(&run.id)))?;
+        match v.state {
+            RunState::Done => {}
+            RunState::Failed if !retry_failed => {}
+            _ => todo.push(*run),
+        }
+    }
+    if retry_failed {
+        for run in &todo {
+            let dir = RunDir::new(root.join(&run.id));
+            if view(&dir)?.state == RunState::Failed && !dry_run {
+                // The task trains a failed run only once its status no longer says failed.
+                let _ = std::fs::remove_file(dir.status());
+            }
+        }
+    }
+    if todo.is_empty() {
+        println!(
+            "sweep {}: nothing to submit (every selected run is done or failed; --retry-failed)",
+            sweep.file.name
+        );
+        return Ok(());
+    }
+    let opts = SlurmOptions {
+        partition: args.partition.clone(),
+        time: args.time.clone(),
+        cpus_per_run: args.cpus_per_run,
+        gpus_per_run: args.gpus_per_run,
+        max_parallel: args.max_parallel,
+        signal: args.signal.clone(),
+        sbatch_args: args.sbatch_args.clone(),
+        device: if args.gpus_per_run > 0 {
+            "cuda".into()
+        } else {
+            "cpu".into()
+        },
+    };
+    let arrays = slurm::submit(sweep, &sweep_args.results, &todo, &opts, dry_run)?;
+    for a in &arrays {
+        match &a.job_id {
+            None => {
+                println!(
+                    "# {} runs; manifest {} (not written: --dry-run)",
+                    a.runs,
+                    a.manifest.display()
+                );
+                print!("{}", a.script);
+            }
+            Some(id) => println!(
+                "submitted job array {id}: {} runs (manifest {})",
+                a.runs,
+                a.manifest.display()
+            ),
+        }
+    }
+    if !dry_run {
+        println!(
+            "logs: {}/logs/JOB_TASK.log; `attnres status {}` shows progress, `attnres cancel {}` stops it",
+            root.display(),
+            sweep.path.display(),
+            sweep.path.display()
+        );
+    }
+    Ok(())
+}
+
+/// `attnres task`: what one array task runs.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    pub sweep: PathBuf,
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+    /// The array's manifest: one run id per line, by array index.
+    #[arg(long)]
+    pub manifest: PathBuf,
+    /// Array index (default: $SLURM_ARRAY_TASK_ID).
+    #[arg(long)]
+    pub index: Option<usize>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+pub fn run_task(args: TaskArgs) -> anyhow::Result<()> {
+    let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
+    let index = match args.index {
+        Some(i) => i,
+        None => std::env::var("SLURM_ARRAY_TASK_ID")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| {
+                InputError("--index not given and SLURM_ARRAY_TASK_ID not set".into())
+            })?,
+    };
+    let outcome = slurm::run_task(
+        &sweep,
+        &args.results,
+        &args.manifest,
+        index,
+        &args.device.options(),
+    )?;
+    match outcome {
+        RunOutcome::Failed(why) => anyhow::bail!("run failed: {why}"),
+        _ => Ok(()),
+    }
+}
+
+/// `attnres cancel SWEEP`: cancels the sweep's Slurm jobs.
+pub fn run_cancel(args: SweepArgs) -> anyhow::Result<()> {
+    let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
+    let ids = slurm::cancel(&sweep.results_dir(&args.results))?;
+    if ids.is_empty() {
+        println!("sweep {}: no Slurm jobs submitted", sweep.file.name);
+    } else {
+        println!("cancelled {}", ids.join(", "));
+    }
+    Ok(())
+}

@@ -1,0 +1,341 @@
+//! `--executor slurm` on a real one-node Slurm cluster (slurmctld and slurmd started here by
+//! scripts/setup-slurm.sh, stopped by pid at the end): a sweep's runs train exactly once with
+//! the losses of a local run, bit for bit; a task signalled with USR1 checkpoints, requeues
+//! itself and finishes with the same loss; so does a hard-cancelled one submitted again; and
+//! two submissions of one sweep never train a run twice. If Slurm cannot start, this fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_attnres");
+
+/// A cluster for this test; stopped (by the pids its start recorded) when dropped.
+struct Cluster {
+    dir: PathBuf,
+}
+
+impl Cluster {
+    fn start(dir: &Path) -> Self {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-slurm.sh");
+        let out = Command::new(&script)
+            .arg("start")
+            .arg(dir)
+            .output()
+            .expect("running scripts/setup-slurm.sh");
+        let cluster = Self {
+            dir: dir.to_path_buf(),
+        };
+        assert!(
+            out.status.success(),
+            "Slurm could not be started here, so the Slurm executor is untested:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cluster
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.join("slurm.conf")
+    }
+
+    fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("SLURM_CONF", self.conf());
+        c
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        let out = self.cmd(program).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn attnres(&self, args: &[&str]) -> String {
+        String::from_utf8_lossy(&self.run(BIN, args).stdout).into_owned()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-slurm.sh");
+        let _ = Command::new(script).arg("stop").arg(&self.dir).status();
+    }
+}
+
+/// Run folders of sweep `name` under `results`.
+fn run_dirs(results: &Path, name: &str) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(results.join(name))
+        .map(|d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.join("spec.json").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+fn done(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("status.json")).is_ok_and(|s| s.contains("\"done\""))
+}
+
+/// Waits until `n` runs of the sweep are done, releasing requeued tasks from their two-minute
+/// hold as they appear.
+fn wait_done(cluster: &Cluster, results: &Path, name: &str, n: usize) {
+    let start = Instant::now();
+    loop {
+        let finished = run_dirs(results, name).iter().filter(|d| done(d)).count();
+        if finished >= n {
+            return;
+        }
+        let queue = cluster
+            .cmd("squeue")
+            .args(["-h", "-r", "-o", "%i %r"])
+            .output()
+            .unwrap();
+        for line in String::from_utf8_lossy(&queue.stdout).lines() {
+            if let Some((task, "BeginTime")) = line.split_once(' ') {
+                let _ = cluster
+                    .cmd("scontrol")
+                    .args(["update", &format!("jobid={task}"), "StartTime=now"])
+                    .status();
+            }
+        }
+        if start.elapsed() > Duration::from_secs(300) {
+            let logs: String = std::fs::read_dir(results.join(name).join("logs"))
+                .map(|d| {
+                    d.map(|e| {
+                        let p = e.unwrap().path();
+                        format!(
+                            "== {}\n{}",
+                            p.display(),
+                            std::fs::read_to_string(&p).unwrap_or_default()
+                        )
+                    })
+                    .collect()
+                })
+                .unwrap_or_default();
+            let status: Vec<String> = run_dirs(results, name)
+                .iter()
+                .map(|d| std::fs::read_to_string(d.join("status.json")).unwrap_or_default())
+                .collect();
+            panic!(
+                "{finished}/{n} runs of {} done after 300 s; queue:\n{}\nstatus: {status:?}\nlogs:\n{logs}",
+                results.display(),
+                String::from_utf8_lossy(&queue.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Every logged column but the timings, per step.
+fn losses(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("steps.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').take(6).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+fn same_losses(a: &Path, b: &Path, name: &str) {
+    let (da, db) = (run_dirs(a, name), run_dirs(b, name));
+    assert!(
+        !da.is_empty() && da.len() == db.len(),
+        "{} vs {} runs",
+        da.len(),
+        db.len()
+    );
+    for (x, y) in da.iter().zip(&db) {
+        assert_eq!(x.file_name(), y.file_name());
+        assert_eq!(
+            losses(x),
+            losses(y),
+            "{} differs from the local run",
+            x.display()
+        );
+    }
+}
+
+/// Steps logged so far by the one run of `name`.
+fn steps_logged(results: &Path, name: &str) -> usize {
+    run_dirs(results, name)
+        .first()
+        .and_then(|d| std::fs::read_to_string(d.join("steps.csv")).ok())
+        .map_or(0, |s| s.lines().count().saturating_sub(1))
+}
+
+fn wait_steps(results: &Path, name: &str, at_least: usize) {
+    let start = Instant::now();
+    while steps_logged(results, name) < at_least {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the run never reached step {at_least}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const LONG: &str = "name: long
+data: {corpus: {synthetic: {task: khop, hops: 2, n_vars: 5, train_examples: 2000, val_examples: 32}}}
+model: {context: 48, head_dim: 16}
+sizes: [nano]
+residual: [full]
+seeds: [0]
+train: {batch_size: 8, lr: 0.003, budget: {tokens: 150000}, eval_every: 50, eval_batches: 1, checkpoint_every: 40}
+";
+
+/// The array job id of the sweep's latest submission.
+fn last_job(results: &Path, name: &str) -> String {
+    let jobs = std::fs::read_to_string(results.join(name).join("slurm/jobs.txt")).unwrap();
+    jobs.lines()
+        .last()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
+    let tmp = TempDir::new().unwrap();
+    let cluster = Cluster::start(&tmp.path().join("cluster"));
+    let r = |name: &str| tmp.path().join(name);
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+
+    // 1. The smoke sweep: 12 runs, two arrays under MaxArraySize = 11, equal to a local run.
+    let smoke = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/smoke.yaml");
+    let out = cluster.attnres(&[
+        "run",
+        &s(&smoke),
+        "--executor",
+        "slurm",
+        "--results",
+        &s(&r("slurm")),
+    ]);
+    assert_eq!(out.matches("submitted job array").count(), 2, "{out}");
+    cluster.attnres(&[
+        "run",
+        &s(&smoke),
+        "--results",
+        &s(&r("local")),
+        "--threads",
+        "1",
+    ]);
+    wait_done(&cluster, &r("slurm"), "smoke", 12);
+    same_losses(&r("slurm"), &r("local"), "smoke");
+    let status = cluster.attnres(&["status", &s(&smoke), "--results", &s(&r("slurm"))]);
+    assert!(status.contains("12 done"), "{status}");
+
+    // 2a. USR1 (as before a time limit): checkpoint, requeue, resume, same losses.
+    let long = tmp.path().join("long.yaml");
+    std::fs::write(&long, LONG).unwrap();
+    cluster.attnres(&[
+        "run",
+        &s(&long),
+        "--results",
+        &s(&r("long-local")),
+        "--threads",
+        "1",
+    ]);
+    cluster.attnres(&[
+        "run",
+        &s(&long),
+        "--executor",
+        "slurm",
+        "--results",
+        &s(&r("usr1")),
+    ]);
+    wait_steps(&r("usr1"), "long", 60);
+    let job = last_job(&r("usr1"), "long");
+    cluster.run(
+        "scancel",
+        &["--signal=USR1", "--batch", &format!("{job}_0")],
+    );
+    wait_done(&cluster, &r("usr1"), "long", 1);
+    let log = std::fs::read_to_string(r("usr1").join(format!("long/logs/{job}_0.log"))).unwrap();
+    assert!(
+        log.contains("checkpointed") && log.contains("requeued"),
+        "{log}"
+    );
+    same_losses(&r("usr1"), &r("long-local"), "long");
+
+    // 2b. A hard scancel: the task dies; submitting again resumes from the checkpoint.
+    cluster.attnres(&[
+        "run",
+        &s(&long),
+        "--executor",
+        "slurm",
+        "--results",
+        &s(&r("hard")),
+    ]);
+    wait_steps(&r("hard"), "long", 100);
+    cluster.run("scancel", &[&last_job(&r("hard"), "long")]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !done(&run_dirs(&r("hard"), "long")[0]),
+        "the run finished before it was cancelled"
+    );
+    cluster.attnres(&[
+        "run",
+        &s(&long),
+        "--executor",
+        "slurm",
+        "--results",
+        &s(&r("hard")),
+    ]);
+    wait_done(&cluster, &r("hard"), "long", 1);
+    same_losses(&r("hard"), &r("long-local"), "long");
+
+    // 3. The same sweep submitted twice at once: every run trained by exactly one task.
+    for _ in 0..2 {
+        cluster.attnres(&[
+            "run",
+            &s(&smoke),
+            "--executor",
+            "slurm",
+            "--results",
+            &s(&r("twice")),
+        ]);
+    }
+    wait_done(&cluster, &r("twice"), "smoke", 12);
+    // Let the second submission's tasks finish too (they find their runs busy or done).
+    let start = Instant::now();
+    while cluster
+        .cmd("squeue")
+        .arg("-h")
+        .output()
+        .unwrap()
+        .stdout
+        .iter()
+        .any(|_| true)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "tasks still queued"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let logs: String = std::fs::read_dir(r("twice").join("smoke/logs"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    for dir in run_dirs(&r("twice"), "smoke") {
+        let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let trained = logs
+            .lines()
+            .filter(|l| l.starts_with(&format!("task: {id}")) && l.contains("trained"))
+            .count();
+        assert_eq!(trained, 1, "run {id} trained {trained} times:\n{logs}");
+    }
+    same_losses(&r("twice"), &r("local"), "smoke");
+}
