@@ -37,25 +37,45 @@ pub fn scheme_at(residual: &ResidualConfig, layers: usize) -> Scheme {
     }
 }
 
-/// One curve per distinct arm label, in the order given.
+/// One curve per distinct cost, in the order given: arms whose counts coincide (ablations
+/// of one family at one block size) share a curve, named after the first with the number of
+/// others.
 pub fn cost_curves(arms: &[ResidualConfig]) -> Vec<CostCurve> {
     let mut out: Vec<CostCurve> = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
+    let mut shared: Vec<usize> = Vec::new();
     for residual in arms {
         let arm = residual.label();
-        if out.iter().any(|c| c.arm == arm) {
+        if labels.contains(&arm) {
             continue;
         }
+        labels.push(arm.clone());
         let at = |f: &dyn Fn(&Scheme) -> f64| -> Vec<(f64, f64)> {
             DEPTHS
                 .iter()
                 .map(|&l| (l as f64, f(&scheme_at(residual, l))))
                 .collect()
         };
-        out.push(CostCurve {
+        let curve = CostCurve {
             io: at(&|s| s.total().vectors),
             state: at(&|s| s.extra_state()),
             arm,
-        });
+        };
+        match out
+            .iter()
+            .position(|c| c.io == curve.io && c.state == curve.state)
+        {
+            Some(i) => shared[i] += 1,
+            None => {
+                out.push(curve);
+                shared.push(0);
+            }
+        }
+    }
+    for (c, n) in out.iter_mut().zip(shared) {
+        if n > 0 {
+            c.arm = format!("{} (+{n} with the same cost)", c.arm);
+        }
     }
     out
 }
@@ -74,6 +94,11 @@ mod tests {
             ResidualConfig::block(16),
         ]);
         assert_eq!(curves.len(), 3, "repeated arms are drawn once");
+        let mut ablation = crate::model::config::AttnResConfig::block(1);
+        ablation.key_norm = false;
+        let merged = cost_curves(&[ResidualConfig::full(), ResidualConfig::AttnRes(ablation)]);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].arm, "full (+1 with the same cost)");
         let at128 = |c: &CostCurve| c.io.iter().find(|p| p.0 == 128.0).unwrap().1;
         assert_eq!(at128(&curves[0]), 3.0);
         assert_eq!(at128(&curves[1]), 24.0);

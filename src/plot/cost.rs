@@ -58,16 +58,24 @@ impl Figure for Cost<'_> {
                 .margin(10)
                 .x_label_area_size(42)
                 .y_label_area_size(55)
-                .build_cartesian_2d((8.0..x_max).log_scale(), 0.0..y1.max(1.0))
+                .build_cartesian_2d(3.0..x_max.log2(), 0.0..y1.max(1.0))
                 .map_err(err)?;
             super::house_mesh(
                 chart
                     .configure_mesh()
-                    .x_desc("Depth L (layers = 2 x Transformer blocks)")
+                    .x_desc("Depth L (layers = 2 x Transformer blocks, log2 axis)")
                     .y_desc(*y_desc)
-                    .x_label_formatter(&|x| format!("{x:.0}"))
+                    .x_labels(2 * (x_max.log2() as usize - 3) + 1)
+                    .x_label_formatter(&|x| {
+                        // Whole powers of two only (a log2 axis).
+                        if (x - x.round()).abs() < 1e-6 {
+                            format!("{}", x.round().exp2())
+                        } else {
+                            String::new()
+                        }
+                    })
                     .y_label_formatter(&|y| format!("{y:.0}")),
-                13,
+                (13, 14),
             )
             .draw()
             .map_err(err)?;
@@ -75,7 +83,11 @@ impl Figure for Cost<'_> {
                 let c = color(i);
                 chart
                     .draw_series(
-                        LineSeries::new(pick(curve).clone(), c.stroke_width(2)).point_size(3),
+                        LineSeries::new(
+                            pick(curve).iter().map(|&(l, v)| (l.log2(), v)),
+                            c.stroke_width(2),
+                        )
+                        .point_size(3),
                     )
                     .map_err(err)?;
             }

@@ -106,7 +106,7 @@ impl Figure for Curves<'_> {
                     .y_desc("Loss (nats/token)")
                     .x_label_formatter(&|x| sci(*x))
                     .y_label_formatter(&|y| format!("{y:.2}")),
-                13,
+                (13, 14),
             )
             .draw()
             .map_err(err)?;

@@ -107,7 +107,7 @@ impl Figure for Profiles<'_> {
                     .x_labels(n.min(16))
                     .x_label_formatter(&|x| format!("{}", x.round() as i64))
                     .y_label_formatter(&|y| sci(*y)),
-                13,
+                (13, 14),
             )
             .draw()
             .map_err(err)?;

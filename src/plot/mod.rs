@@ -104,19 +104,18 @@ fn render<DB: DrawingBackend>(
     area.present().map_err(|e| fail(err(e)))
 }
 
-/// The axes every line figure uses: label text at `size` points, axis titles one point
-/// larger, no fine grid.
+/// The axes every line figure uses: tick labels at `(labels, titles)` points, no fine grid.
 pub fn house_mesh<'m, 'a, 'b, X, Y, DB>(
     mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
-    size: u32,
+    (labels, titles): (u32, u32),
 ) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
 where
     X: Ranged,
     Y: Ranged,
     DB: DrawingBackend,
 {
-    mesh.label_style((FONT, size))
-        .axis_desc_style((FONT, size + 1))
+    mesh.label_style((FONT, labels))
+        .axis_desc_style((FONT, titles))
         .light_line_style(WHITE.mix(0.0))
 }
 

@@ -55,7 +55,7 @@ impl Figure for Scaling<'_> {
                 .y_desc("Validation loss (nats/token)")
                 .x_label_formatter(&|x| sci(*x))
                 .y_label_formatter(&|y| format!("{y:.2}")),
-            15,
+            (15, 17),
         )
         .draw()
         .map_err(err)?;
@@ -200,7 +200,7 @@ impl Figure for Multiplier<'_> {
                 .y_desc(format!("Compute multiplier vs {} (x)", self.baseline))
                 .x_label_formatter(&|x| sci(*x))
                 .y_label_formatter(&|y| format!("{y:.2}")),
-            15,
+            (15, 17),
         )
         .draw()
         .map_err(err)?;
