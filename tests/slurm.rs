@@ -61,6 +61,12 @@ impl Cluster {
     fn attnres(&self, args: &[&str]) -> String {
         String::from_utf8_lossy(&self.run(BIN, args).stdout).into_owned()
     }
+
+    /// `attnres run SWEEP --executor slurm --results RESULTS`; returns its output.
+    fn submit(&self, sweep: &Path, results: &Path) -> String {
+        let (sweep, results) = (sweep.to_str().unwrap(), results.to_str().unwrap());
+        self.attnres(&["run", sweep, "--executor", "slurm", "--results", results])
+    }
 }
 
 impl Drop for Cluster {
@@ -214,14 +220,7 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
 
     // 1. The smoke sweep: 12 runs, two arrays under MaxArraySize = 11, equal to a local run.
     let smoke = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/smoke.yaml");
-    let out = cluster.attnres(&[
-        "run",
-        &s(&smoke),
-        "--executor",
-        "slurm",
-        "--results",
-        &s(&r("slurm")),
-    ]);
+    let out = cluster.submit(&smoke, &r("slurm"));
     assert_eq!(out.matches("submitted job array").count(), 2, "{out}");
     cluster.attnres(&[
         "run",
@@ -247,14 +246,7 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         "--threads",
         "1",
     ]);
-    cluster.attnres(&[
-        "run",
-        &s(&long),
-        "--executor",
-        "slurm",
-        "--results",
-        &s(&r("usr1")),
-    ]);
+    cluster.submit(&long, &r("usr1"));
     wait_steps(&r("usr1"), "long", 60);
     let job = last_job(&r("usr1"), "long");
     cluster.run(
@@ -270,14 +262,7 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
     same_losses(&r("usr1"), &r("long-local"), "long");
 
     // 2b. A hard scancel: the task dies; submitting again resumes from the checkpoint.
-    cluster.attnres(&[
-        "run",
-        &s(&long),
-        "--executor",
-        "slurm",
-        "--results",
-        &s(&r("hard")),
-    ]);
+    cluster.submit(&long, &r("hard"));
     wait_steps(&r("hard"), "long", 100);
     cluster.run("scancel", &[&last_job(&r("hard"), "long")]);
     std::thread::sleep(Duration::from_secs(2));
@@ -285,27 +270,13 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         !done(&run_dirs(&r("hard"), "long")[0]),
         "the run finished before it was cancelled"
     );
-    cluster.attnres(&[
-        "run",
-        &s(&long),
-        "--executor",
-        "slurm",
-        "--results",
-        &s(&r("hard")),
-    ]);
+    cluster.submit(&long, &r("hard"));
     wait_done(&cluster, &r("hard"), "long", 1);
     same_losses(&r("hard"), &r("long-local"), "long");
 
     // 3. The same sweep submitted twice at once: every run trained by exactly one task.
     for _ in 0..2 {
-        cluster.attnres(&[
-            "run",
-            &s(&smoke),
-            "--executor",
-            "slurm",
-            "--results",
-            &s(&r("twice")),
-        ]);
+        cluster.submit(&smoke, &r("twice"));
     }
     wait_done(&cluster, &r("twice"), "smoke", 12);
     // Let the second submission's tasks finish too (they find their runs busy or done).
