@@ -89,10 +89,7 @@ impl Sweep {
                         crate::fmt::bytes_text(need.total()),
                         crate::fmt::bytes_text(need.state),
                         crate::fmt::bytes_text(need.activations),
-                        run.spec
-                            .train
-                            .batch_size
-                            .div_ceil(run.spec.train.micro_batches.max(1)),
+                        run.spec.sequences_in_flight(),
                         run.spec.model.context,
                         limit.what
                     ),

@@ -64,13 +64,15 @@ impl RunSpec {
         (self.total_sequences() - step * b).min(b) as usize
     }
 
-    /// Peak training memory: one micro-batch of `ceil(batch_size / micro_batches)` sequences
-    /// in flight.
-    pub fn memory(&self) -> MemoryEstimate {
-        let in_flight = self
-            .train
+    /// Sequences through the model at once: one micro-batch, `ceil(batch_size / micro_batches)`.
+    pub fn sequences_in_flight(&self) -> usize {
+        self.train
             .batch_size
-            .div_ceil(self.train.micro_batches.max(1));
-        training_memory(&self.model, in_flight)
+            .div_ceil(self.train.micro_batches.max(1))
+    }
+
+    /// Peak training memory with [`Self::sequences_in_flight`] sequences in flight.
+    pub fn memory(&self) -> MemoryEstimate {
+        training_memory(&self.model, self.sequences_in_flight())
     }
 }
