@@ -1,7 +1,7 @@
 //! The one place that names concrete burn backends: `tch` (libtorch, CPU or CUDA) and
 //! `flex` (pure Rust CPU). Everything else takes a [`Device`].
 
-use burn::tensor::Device;
+use burn::tensor::{Device, FloatDType};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -12,6 +12,48 @@ pub enum BackendKind {
     Tch,
     /// burn-flex: pure Rust, needs no set-up.
     Flex,
+}
+
+/// The float type a run trains in (`train.precision`): weights, activations, gradients and
+/// Adam's moments alike. The loss is always reduced in f32.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    /// bfloat16 weights and all (no f32 master copy): half the memory, and on GPUs the
+    /// bf16 tensor-core rate; tch only.
+    Bf16,
+}
+
+impl Precision {
+    pub fn is_f32(&self) -> bool {
+        *self == Self::F32
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Bf16 => "bf16",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn bytes(self) -> f64 {
+        match self {
+            Self::F32 => 4.0,
+            Self::Bf16 => 2.0,
+        }
+    }
+
+    fn dtype(self) -> FloatDType {
+        match self {
+            Self::F32 => FloatDType::F32,
+            Self::Bf16 => FloatDType::BF16,
+        }
+    }
 }
 
 #[derive(Debug, Error)]
@@ -36,6 +78,53 @@ pub enum BackendError {
         count: usize,
         hint: &'static str,
     },
+    #[error(
+        "precision {wanted} on {device}: this process already made {has} tensors there, and a \
+         device holds one precision per process; train the {wanted} runs in a process of \
+         their own"
+    )]
+    MixedPrecision {
+        device: String,
+        wanted: &'static str,
+        has: String,
+    },
+    #[error("the {backend} backend cannot train in {wanted} ({reason}); pass `--backend tch`")]
+    UnsupportedPrecision {
+        backend: &'static str,
+        wanted: &'static str,
+        reason: String,
+    },
+}
+
+/// Makes `device` (and its autodiff twin) create float tensors in `precision`. burn keeps
+/// one default per device per process, fixed by the first tensor made there: an f32 run
+/// leaves the default alone (so f32 training is what it always was), and a process that has
+/// trained in one precision refuses the other.
+pub fn set_precision(
+    kind: BackendKind,
+    device: &Device,
+    precision: Precision,
+) -> Result<(), BackendError> {
+    for mut d in [device.clone(), device.clone().autodiff()] {
+        if d.settings().float_dtype == precision.dtype() {
+            continue;
+        }
+        d.configure(precision.dtype()).map_err(|e| match e {
+            burn::tensor::DeviceError::AlreadyInitialized { device } => {
+                BackendError::MixedPrecision {
+                    device,
+                    wanted: precision.name(),
+                    has: format!("{:?}", d.settings().float_dtype).to_lowercase(),
+                }
+            }
+            other => BackendError::UnsupportedPrecision {
+                backend: kind.name(),
+                wanted: precision.name(),
+                reason: other.to_string(),
+            },
+        })?;
+    }
+    Ok(())
 }
 
 impl BackendKind {

@@ -296,3 +296,170 @@ fn cuda_without_a_gpu_is_refused_at_plan_and_run() {
         results.display()
     );
 }
+
+/// `lease.json` as another host's runner writes it, its heartbeat `age_s` seconds old.
+fn foreign_lease(age_s: u64) -> String {
+    let at = humantime::format_rfc3339_seconds(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(age_s),
+    );
+    format!(
+        r#"{{"host": "node-elsewhere", "pid": 4242, "job": null, "token": "00000000000000ab",
+            "acquired": "{at}", "heartbeat": "{at}"}}"#
+    )
+}
+
+#[test]
+fn a_run_leased_by_a_live_host_is_skipped_and_a_silent_hosts_lease_is_taken_over() {
+    let tmp = TempDir::new().unwrap();
+    let sweep = tiny_sweep(tmp.path());
+    let (s, results) = (sweep.to_str().unwrap(), tmp.path().join("results"));
+    let r = results.to_str().unwrap();
+    let plan = ok(&[
+        "plan",
+        s,
+        "--results",
+        r,
+        "--filter",
+        "variant=full",
+        "--filter",
+        "seed=0",
+    ]);
+    let id = plan
+        .lines()
+        .find(|l| l.contains(" full "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no full run in {plan}"))
+        .to_string();
+    let run_dir = results.join("tiny").join(&id);
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let lease = run_dir.join("lease.json");
+    std::fs::write(&lease, foreign_lease(5)).unwrap();
+    let args = ["run", s, "--results", r, "--threads", "1", "--filter"];
+    let filter = format!("id={id}");
+    let out = attnres()
+        .args(args)
+        .arg(&filter)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains("skipped: trained by host node-elsewhere pid 4242, heartbeat"),
+        "{out}"
+    );
+    assert!(
+        !run_dir.join("steps.csv").exists(),
+        "a leased run was trained"
+    );
+    let status = ok(&["status", s, "--results", r]);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains("running")),
+        "{status}"
+    );
+    // The other host fell silent 10 minutes ago: its lease is stale, and the run is ours.
+    std::fs::write(&lease, foreign_lease(600)).unwrap();
+    let out = ok(&[&args[..], &[filter.as_str()]].concat());
+    assert!(out.contains("1 trained"), "{out}");
+    assert!(run_dir.join("summary.json").exists());
+    assert!(!lease.exists(), "the lease is released after training");
+}
+
+/// The one run folder of sweep `name` under `results`.
+fn only_run(results: &Path, name: &str) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(results.join(name))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs[0].clone()
+}
+
+#[test]
+fn bf16_runs_keep_half_the_bytes_still_learn_and_are_refused_by_flex() {
+    let tmp = TempDir::new().unwrap();
+    // 100 steps, long enough to learn a nat or two.
+    let longer = TINY.replace("tokens: 4000", "tokens: 40000");
+    let f32_sweep = tmp.path().join("tiny.yaml");
+    std::fs::write(&f32_sweep, &longer).unwrap();
+    let bf16_sweep = tmp.path().join("tiny-bf16.yaml");
+    let text = longer
+        .replace("name: tiny", "name: tiny-bf16")
+        .replace("eval_batches: 1}", "eval_batches: 1, precision: bf16}");
+    std::fs::write(&bf16_sweep, text).unwrap();
+    let results = tmp.path().join("results");
+    let r = results.to_str().unwrap();
+    for sweep in [&f32_sweep, &bf16_sweep] {
+        let s = sweep.to_str().unwrap();
+        let args = [
+            "run",
+            s,
+            "--results",
+            r,
+            "--threads",
+            "1",
+            "--backend",
+            "tch",
+        ];
+        let filters = ["--filter", "variant=baseline", "--filter", "seed=0"];
+        ok(&[&args[..], &filters[..]].concat());
+    }
+    let (f32_run, bf16_run) = (only_run(&results, "tiny"), only_run(&results, "tiny-bf16"));
+    let bytes = |run: &Path| {
+        std::fs::metadata(run.join("checkpoint/model.bpk"))
+            .unwrap()
+            .len()
+    };
+    let ratio = bytes(&bf16_run) as f64 / bytes(&f32_run) as f64;
+    assert!(
+        (0.45..0.55).contains(&ratio),
+        "bf16 / f32 weights: {ratio:.3}"
+    );
+    let spec = |run: &Path| std::fs::read_to_string(run.join("spec.json")).unwrap();
+    assert!(spec(&bf16_run).contains(r#""precision": "bf16""#));
+    assert!(
+        !spec(&f32_run).contains("precision"),
+        "f32 run ids are unchanged"
+    );
+    let losses: Vec<f64> = std::fs::read_to_string(bf16_run.join("steps.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
+        .collect();
+    let (first, last) = (losses[0], losses[losses.len() - 1]);
+    assert!(
+        last < first - 1.0,
+        "bf16 training did not learn: {first} -> {last}"
+    );
+
+    let elsewhere = tmp.path().join("flex-results");
+    let out = attnres()
+        .args([
+            "run",
+            bf16_sweep.to_str().unwrap(),
+            "--backend",
+            "flex",
+            "--results",
+        ])
+        .arg(&elsewhere)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    assert!(
+        err.contains("trains in bf16, which only the tch backend does"),
+        "{err}"
+    );
+    assert!(
+        !elsewhere.exists(),
+        "a refused run wrote {}",
+        elsewhere.display()
+    );
+}

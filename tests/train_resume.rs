@@ -10,11 +10,24 @@ use run::*;
 
 #[test]
 fn killed_and_resumed_runs_match_an_uninterrupted_run() {
-    let tmp = TempDir::new("resume");
+    // Kill points spread over the whole run (start-up, mid-step, mid-checkpoint, near the
+    // end), two kills in a row for the same folder, then a clean finish.
+    killed_and_resumed("resume", "", &[[0.05, 0.5], [0.3, 0.9], [0.7, 0.95]]);
+}
+
+/// bf16 weights and Adam moments go through the checkpoint as they are: the resumed run is
+/// the uninterrupted one, bit for bit.
+#[test]
+fn killed_and_resumed_bf16_runs_match_an_uninterrupted_run() {
+    killed_and_resumed("resume-bf16", "  precision: bf16\n", &[[0.4, 0.8]]);
+}
+
+fn killed_and_resumed(name: &str, extra_train: &str, kills: &[[f64; 2]]) {
+    let tmp = TempDir::new(name);
     let spec = write(
         tmp.path(),
         "spec.yaml",
-        &tiny_spec("{variant: block, block_size: 2}", 24, ""),
+        &tiny_spec("{variant: block, block_size: 2}", 24, extra_train),
     );
     let train = |out: &std::path::Path| {
         let mut c = attnres();
@@ -33,9 +46,7 @@ fn killed_and_resumed_runs_match_an_uninterrupted_run() {
     let full = started.elapsed();
     let expected = loss_columns(&reference);
 
-    // Kill points spread over the whole run (start-up, mid-step, mid-checkpoint, near the
-    // end), two kills in a row for the same folder, then a clean finish.
-    for (i, fractions) in [[0.05, 0.5], [0.3, 0.9], [0.7, 0.95]].iter().enumerate() {
+    for (i, fractions) in kills.iter().enumerate() {
         let out = tmp.path().join(format!("killed{i}"));
         for &f in fractions {
             let mut child = train(&out)

@@ -11,11 +11,11 @@ use burn::tensor::{Device, Tensor, TensorData};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{self, BackendKind};
+use crate::backend::{self, BackendKind, Precision};
 use crate::data::Batch;
 use crate::fmt::bytes_text;
 use crate::model::flops::flops_per_token;
-use crate::model::memory::training_memory;
+use crate::model::memory::training_memory_in;
 use crate::model::{Lm, ModelConfig, ResidualConfig};
 use crate::train::config::TrainConfig;
 use crate::train::eval::{BatchTensors, masked_cross_entropy};
@@ -40,6 +40,10 @@ pub struct BenchArgs {
     pub context: usize,
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
+    /// Float type of weights, activations and optimizer state (bf16: tch only); the matmul
+    /// peak behind MFU is measured in the same type.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub precision: Precision,
     /// Internal: measure only variant I with backend B and print its row as JSON.
     #[arg(long, hide = true, num_args = 2, value_names = ["B", "I"])]
     pub child: Vec<String>,
@@ -96,12 +100,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     );
     for kind in backends {
         let device = backend::device(kind, &args.device)?;
+        backend::set_precision(kind, &device, args.precision)?;
         let peak = matmul_peak(&device)?;
         println!(
-            "\n{} on {}: matmul peak {:.1} GFLOP/s (f32, 1024^3, best of 5)",
+            "\n{} on {}: matmul peak {:.1} GFLOP/s ({}, 1024^3, best of 5)",
             kind.name(),
             args.device,
-            peak / 1e9
+            peak / 1e9,
+            args.precision.name()
         );
         println!(
             "{:<12} {:>10} {:>12} {:>7} {:>10} {:>10} {:>10} {:>10} {:>9}",
@@ -164,6 +170,7 @@ fn measure_in_child(
         .args(["--n-blocks", &args.n_blocks.to_string()])
         .args(["--context", &args.context.to_string()])
         .args(["--batch-size", &args.batch_size.to_string()])
+        .args(["--precision", args.precision.name()])
         .args(["--child", kind.name(), &index.to_string()])
         .output()
         .context("starting a benchmark child process")?;
@@ -188,6 +195,7 @@ fn run_child(args: &BenchArgs, backend: &str, index: &str) -> anyhow::Result<()>
         .and_then(|i| variants().get(i).cloned())
         .with_context(|| format!("no variant {index}"))?;
     let device = backend::device(kind, &args.device)?;
+    backend::set_precision(kind, &device, args.precision)?;
     let row = measure(&reference(args, residual), &device, args)?;
     println!("{}", serde_json::to_string(&row)?);
     Ok(())
@@ -201,7 +209,7 @@ fn peak_resident_bytes() -> Option<f64> {
     Some(kib * 1024.0)
 }
 
-/// Best-of-5 f32 throughput of a 1024 x 1024 x 1024 matmul, in FLOP/s.
+/// Best-of-5 throughput of a 1024 x 1024 x 1024 matmul in the device's float type, in FLOP/s.
 fn matmul_peak(device: &Device) -> anyhow::Result<f64> {
     let n = 1024;
     let data = |seed: f32| {
@@ -270,6 +278,6 @@ fn measure(config: &ModelConfig, device: &Device, args: &BenchArgs) -> anyhow::R
         } else {
             None
         },
-        estimate_bytes: training_memory(config, b).total(),
+        estimate_bytes: training_memory_in(config, b, args.precision.bytes()).total(),
     })
 }

@@ -54,6 +54,21 @@ fn check_environment(
 ) -> anyhow::Result<()> {
     crate::backend::device(backend, device)
         .map_err(|e| InputError(format!("--device {device}: {e}")))?;
+    let selected = |r: &&crate::spec::PlannedRun| filters.iter().all(|f| f.matches(r));
+    if backend != BackendKind::Tch
+        && let Some(r) = sweep
+            .runs
+            .iter()
+            .filter(selected)
+            .find(|r| !r.spec.train.precision.is_f32())
+    {
+        anyhow::bail!(InputError(format!(
+            "{}: run {} trains in {}, which only the tch backend does; pass `--backend tch`",
+            sweep.path.display(),
+            crate::runner::describe(r),
+            r.spec.train.precision.name()
+        )));
+    }
     let limit = crate::runner::capacity::memory_limit(device, jobs);
     if limit.is_none() {
         eprintln!(
@@ -240,7 +255,10 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     for (run, outcome) in &report.outcomes {
         if matches!(
             outcome,
-            RunOutcome::Failed(_) | RunOutcome::FailedBefore | RunOutcome::Busy(_)
+            RunOutcome::Failed(_)
+                | RunOutcome::FailedBefore
+                | RunOutcome::Busy(_)
+                | RunOutcome::Lost(_)
         ) {
             println!(
                 "  {} {} seed {} ({}): {}",

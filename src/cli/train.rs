@@ -12,6 +12,7 @@ use crate::backend::{self, BackendKind};
 use crate::data::{Tokenizer, TokenizerConfig};
 use crate::model::Lm;
 use crate::spec::RunSpec;
+use crate::store::lease::{Claim, Lease};
 use crate::store::{RunDir, read_json};
 use crate::train::eval::{BatchTensors, masked_cross_entropy};
 use crate::train::{Outcome, TrainOptions, checkpoint, train};
@@ -38,6 +39,7 @@ impl DeviceArgs {
             threads: self.threads,
             progress: None,
             stop: None,
+            lost: None,
         }
     }
 }
@@ -67,7 +69,19 @@ pub fn run_train(args: TrainArgs) -> anyhow::Result<()> {
         spec.total_steps(),
         spec.total_tokens()
     );
-    match train(&spec, &dir, &args.device.options())? {
+    let lease = match Lease::try_acquire(&dir)? {
+        Claim::Held(lease) => lease,
+        Claim::Busy(holder) => anyhow::bail!(
+            "{} is being trained by {}; wait for it, or stop that process",
+            dir.root.display(),
+            holder.describe()
+        ),
+    };
+    let opts = TrainOptions {
+        lost: Some(lease.lost_flag()),
+        ..args.device.options()
+    };
+    match train(&spec, &dir, &opts)? {
         Outcome::Done(s) => {
             println!(
                 "done: {} steps, {} tokens, val loss {:.4}{}, {:.1} s",
@@ -95,6 +109,10 @@ pub fn run_train(args: TrainArgs) -> anyhow::Result<()> {
             println!("stopped at step {step}; train again to resume");
             Ok(())
         }
+        Outcome::Lost { step } => anyhow::bail!(
+            "stopped at step {step}: another runner took over {}'s lease",
+            dir.root.display()
+        ),
     }
 }
 

@@ -21,7 +21,7 @@ pub const RUNTIME_BYTES: f64 = 0.4e9;
 /// Peak training memory of one run, in bytes, by part.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct MemoryEstimate {
-    /// Weights, gradients and Adam's two moments: `16` bytes per parameter.
+    /// Weights, gradients and Adam's two moments: `16` bytes per parameter (`8` in bf16).
     pub state: f64,
     /// Activations kept for the backward pass, for every token in flight at once.
     pub activations: f64,
@@ -65,9 +65,15 @@ fn residual_elements(c: &ModelConfig) -> f64 {
     }
 }
 
-/// Peak training memory for `sequences` sequences of `c.context` tokens in flight at once
-/// (one micro-batch).
+/// Peak training memory in f32 for `sequences` sequences of `c.context` tokens in flight at
+/// once (one micro-batch).
 pub fn training_memory(c: &ModelConfig, sequences: usize) -> MemoryEstimate {
+    training_memory_in(c, sequences, F32)
+}
+
+/// The same with every float `element_bytes` wide: bf16 training (2 bytes) keeps weights,
+/// gradients and both Adam moments in bf16 (8 bytes per parameter) and bf16 activations.
+pub fn training_memory_in(c: &ModelConfig, sequences: usize, element_bytes: f64) -> MemoryEstimate {
     let tokens = sequences as f64 * c.context as f64;
     let d = c.d_model as f64;
     let v = c.vocab_size as f64;
@@ -78,8 +84,8 @@ pub fn training_memory(c: &ModelConfig, sequences: usize) -> MemoryEstimate {
     let backward = block_elements(c);
     let per_token = blocks + residual_elements(c) + ends + backward;
     MemoryEstimate {
-        state: 16.0 * param_counts(c).total as f64,
-        activations: F32 * per_token * tokens,
+        state: 4.0 * element_bytes * param_counts(c).total as f64,
+        activations: element_bytes * per_token * tokens,
         runtime: RUNTIME_BYTES,
     }
 }
@@ -108,6 +114,9 @@ mod tests {
         assert_eq!(one.state, two.state);
         assert!((two.activations / one.activations - 2.0).abs() < 1e-12);
         assert_eq!(one.state, 16.0 * param_counts(&c).total as f64);
+        let half = training_memory_in(&c, 2, 2.0);
+        assert_eq!(half.state, one.state / 2.0);
+        assert_eq!(half.activations, two.activations / 2.0);
     }
 
     /// Full AttnRes keeps O(L^2 d) per token (a pair term per step and source), Block

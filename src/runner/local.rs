@@ -3,13 +3,12 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{Filter, describe, view};
 use crate::spec::{PlannedRun, Sweep};
-use crate::store::lock::RunLock;
+use crate::store::lease::{Claim, Lease};
 use crate::store::{RunDir, RunState, Status, write_atomic};
 use crate::train::{Outcome, TrainOptions, train};
 
@@ -53,12 +52,14 @@ pub enum RunOutcome {
         wall_s: f64,
     },
     AlreadyDone,
-    /// Another process (or job) holds its lock.
+    /// Another live process (or job) holds its lease: who.
     Busy(String),
     FailedBefore,
     Failed(String),
     /// Stopped on request with a checkpoint after this many steps; the next run resumes.
     Stopped(u64),
+    /// Stopped after this many steps because another runner took its lease over.
+    Lost(u64),
 }
 
 #[derive(Debug, Default)]
@@ -185,24 +186,16 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
 }
 
 pub(super) fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutcome {
-    // A reader probing the lock (`attnres status`) holds it for an instant: look twice.
-    let lock = match RunLock::try_acquire(dir) {
-        Ok(None) => {
-            std::thread::sleep(Duration::from_millis(200));
-            RunLock::try_acquire(dir)
-        }
-        other => other,
-    };
-    let _lock = match lock {
-        Ok(Some(lock)) => lock,
-        Ok(None) => {
-            return RunOutcome::Busy(
-                RunLock::holder(dir).unwrap_or_else(|| "another process".into()),
-            );
-        }
+    let lease = match Lease::try_acquire(dir) {
+        Ok(Claim::Held(lease)) => lease,
+        Ok(Claim::Busy(holder)) => return RunOutcome::Busy(holder.describe()),
         Err(e) => return RunOutcome::Failed(e.to_string()),
     };
-    let result = guarded(dir, || train(&run.spec, dir, opts));
+    let opts = TrainOptions {
+        lost: Some(lease.lost_flag()),
+        ..opts.clone()
+    };
+    let result = guarded(dir, || train(&run.spec, dir, &opts));
     match result {
         Ok(Outcome::Done(s)) => RunOutcome::Trained {
             val_loss: s.loss_val,
@@ -211,6 +204,7 @@ pub(super) fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) 
         Ok(Outcome::AlreadyDone) => RunOutcome::AlreadyDone,
         Ok(Outcome::Failed { reason, .. }) => RunOutcome::Failed(reason),
         Ok(Outcome::Stopped { step }) => RunOutcome::Stopped(step),
+        Ok(Outcome::Lost { step }) => RunOutcome::Lost(step),
         // Not recorded as a failed run: an error outside training (a full disk, a bad
         // corpus) should not need --retry-failed once fixed.
         Err(e) => RunOutcome::Failed(format!("{e:#}")),
@@ -251,6 +245,10 @@ pub fn outcome_text(o: &RunOutcome) -> String {
         RunOutcome::Stopped(step) => {
             format!("stopped at step {step} (checkpointed; runs again from there)")
         }
+        RunOutcome::Lost(step) => format!(
+            "stopped at step {step}: its lease was taken over (this process stalled past the \
+             lease's limit); the new holder trains it"
+        ),
     }
 }
 

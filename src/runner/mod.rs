@@ -1,4 +1,4 @@
-//! Running a sweep: pick the runs that are not done, lock each one, train them in parallel
+//! Running a sweep: pick the runs that are not done, lease each one, train them in parallel
 //! (`--jobs`), show progress, and report what happened. A failed run never stops the sweep.
 
 pub mod capacity;
@@ -10,7 +10,7 @@ pub use filter::Filter;
 pub use local::{RunOutcome, RunnerOptions, SweepReport, job_devices, outcome_text, run_sweep};
 
 use crate::spec::PlannedRun;
-use crate::store::lock::RunLock;
+use crate::store::lease::Lease;
 use crate::store::{RunDir, RunState, StoreError};
 
 /// A run's state on disk, and who trains it now (if anyone).
@@ -25,7 +25,7 @@ pub fn view(dir: &RunDir) -> Result<RunView, StoreError> {
     let has_checkpoint = dir.find_checkpoint().is_some();
     Ok(RunView {
         state: RunState::of(status.as_ref(), has_checkpoint),
-        holder: RunLock::holder(dir),
+        holder: Lease::holder(dir).map(|h| h.describe()),
     })
 }
 

@@ -1,7 +1,8 @@
-//! The run store: the layout of a run folder, its status, metrics files and atomic writes.
+//! The run store: the layout of a run folder, its status, metrics files, atomic writes and
+//! the lease that keeps two runners from training one run.
 //! Knows nothing of burn; checkpoints are written by `train` into [`RunDir::checkpoint`].
 
-pub mod lock;
+pub mod lease;
 pub mod metrics;
 pub mod status;
 

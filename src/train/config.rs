@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::Precision;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
@@ -41,6 +43,10 @@ pub struct TrainConfig {
     /// Write a checkpoint every this many steps (0: only at the end).
     #[serde(default = "checkpoint_every")]
     pub checkpoint_every: usize,
+    /// `f32` (the default; left out of spec.json, so older run ids stand) or `bf16`:
+    /// the float type of weights, activations, gradients and Adam's moments (tch only).
+    #[serde(default, skip_serializing_if = "Precision::is_f32")]
+    pub precision: Precision,
 }
 
 /// How long a run trains; it stops exactly at the budget, rounded down to whole sequences.

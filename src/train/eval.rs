@@ -1,6 +1,6 @@
 //! Evaluation on the fixed validation batches, and the probes of SPEC section 8.
 
-use burn::tensor::{Device, Int, Tensor, TensorData, TensorReadError};
+use burn::tensor::{DType, Device, FloatDType, Int, Tensor, TensorData, TensorReadError};
 
 use crate::data::Batch;
 use crate::model::residual::Probes;
@@ -29,12 +29,16 @@ impl BatchTensors {
     }
 }
 
-/// Mean next-token cross-entropy over scored positions: logits `[B, T, V]`.
+/// Mean next-token cross-entropy over scored positions: logits `[B, T, V]`. Reduced in f32
+/// whatever the training precision: a bf16 log-softmax and mean would round the loss to
+/// about three digits.
 pub fn masked_cross_entropy(
     logits: Tensor<3>,
     target: Tensor<2, Int>,
     mask: Option<Tensor<2>>,
 ) -> Tensor<1> {
+    let logits = in_f32(logits);
+    let mask = mask.map(in_f32);
     let nll = burn::tensor::activation::log_softmax(logits, 2)
         .gather(2, target.unsqueeze_dim::<3>(2)) // [B, T, 1]
         .squeeze_dim::<2>(2)
@@ -42,6 +46,15 @@ pub fn masked_cross_entropy(
     match mask {
         Some(m) => (nll * m.clone()).sum() / m.sum(),
         None => nll.mean(),
+    }
+}
+
+/// `t` as f32: itself when it is f32 already (f32 training stays bit for bit what it was).
+fn in_f32<const D: usize>(t: Tensor<D>) -> Tensor<D> {
+    if t.dtype() == DType::F32 {
+        t
+    } else {
+        t.cast(FloatDType::F32)
     }
 }
 

@@ -28,6 +28,9 @@ pub struct TrainOptions {
     /// Set (by a signal handler) to stop after the current step with a checkpoint, so that
     /// a preempted or timed-out job resumes exactly where it stopped.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Set when this process no longer holds the run's lease (store::lease): stop at once
+    /// and write nothing more into the run folder, which is another runner's now.
+    pub lost: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// How a call to [`train`] ended.
@@ -42,6 +45,10 @@ pub enum Outcome {
     },
     /// Asked to stop: checkpointed after `step` steps; training again resumes there.
     Stopped {
+        step: u64,
+    },
+    /// The run's lease was lost after `step` steps; nothing more was written.
+    Lost {
         step: u64,
     },
 }

@@ -7,7 +7,7 @@ use super::config::{Budget, TrainConfig};
 use crate::data::DataConfig;
 use crate::model::ModelConfig;
 use crate::model::flops::{flops_per_token, param_counts};
-use crate::model::memory::{MemoryEstimate, training_memory};
+use crate::model::memory::{MemoryEstimate, training_memory_in};
 
 /// One fully resolved run. The same spec always maps to the same run id and folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +73,10 @@ impl RunSpec {
 
     /// Peak training memory with [`Self::sequences_in_flight`] sequences in flight.
     pub fn memory(&self) -> MemoryEstimate {
-        training_memory(&self.model, self.sequences_in_flight())
+        training_memory_in(
+            &self.model,
+            self.sequences_in_flight(),
+            self.train.precision.bytes(),
+        )
     }
 }

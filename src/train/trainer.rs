@@ -52,6 +52,8 @@ pub fn train(spec: &RunSpec, dir: &RunDir, opts: &TrainOptions) -> anyhow::Resul
     }
     set_threads(opts.threads);
     let device = backend::device(opts.backend, &opts.device)?;
+    backend::set_precision(opts.backend, &device, spec.train.precision)
+        .map_err(|e| InputError(format!("run {}: {e}", spec.run_id())))?;
     Trainer::new(spec, dir, opts, &data, device)?.run()
 }
 
@@ -170,6 +172,10 @@ impl<'a> Trainer<'a> {
                 tokens_per_s: (rows * spec.model.context) as f64
                     / step_start.elapsed().as_secs_f64(),
             };
+            if self.lost() {
+                bar.abandon_with_message(format!("lease lost at step {}", state.step));
+                return Ok(Outcome::Lost { step: state.step });
+            }
             if let Some(grad_norms) = grad_norms {
                 self.evaluate(&model, done, &grad_norms, &mut row)?;
             }
@@ -200,10 +206,21 @@ impl<'a> Trainer<'a> {
             ));
         }
         bar.finish();
+        if self.lost() {
+            return Ok(Outcome::Lost { step: state.step });
+        }
         let summary = self.summarize(&state)?;
         write_json(&dir.summary(), &summary)?;
         dir.write_status(&Status::Done { steps: state.step })?;
         Ok(Outcome::Done(Box::new(summary)))
+    }
+
+    /// Whether the run's lease went to another runner: then the folder is no longer ours.
+    fn lost(&self) -> bool {
+        self.opts
+            .lost
+            .as_ref()
+            .is_some_and(|l| l.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// A fresh model, optimizer and state, or the newest checkpoint's (with the metrics

@@ -1,0 +1,529 @@
+//! The lease that keeps two runners from training one run, on one machine or on many that
+//! share a filesystem (NFS, where `flock` is not to be trusted).
+//!
+//! `RUN/lease.json` names its holder (host, pid, Slurm job, a random token) and a heartbeat
+//! that the holder refreshes while it trains. It is created with `link(2)`, which is atomic
+//! on NFS as on local disks, so of two claimants exactly one gets it. A lease is taken over
+//! only when its holder is dead: its heartbeat is older than [`LeaseTiming::stale_after`], or
+//! it is this host's and its pid is gone, or it is this very Slurm array task (Slurm never
+//! runs two instances of one task, so the holder was a killed earlier attempt). A takeover
+//! goes through a second link, `lease.takeover`, so two claimants never take one stale lease
+//! together. A holder that finds its lease replaced (it stalled for longer than
+//! `stale_after`), or that cannot refresh it for half of that time, sets its `lost` flag and
+//! stops without writing another byte into the run folder. Comparing heartbeats across hosts
+//! assumes clocks within a few seconds of each other (NTP), far below `stale_after`.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use super::{RunDir, StoreError, read_json};
+
+/// How often a holder refreshes its lease, and when a silent one counts as dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTiming {
+    pub heartbeat: Duration,
+    pub stale_after: Duration,
+}
+
+impl Default for LeaseTiming {
+    /// A heartbeat every 15 s; dead after 2 minutes of silence (eight missed heartbeats).
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_secs(15),
+            stale_after: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What `lease.json` says: who holds the run and when it last said so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub host: String,
+    pub pid: u32,
+    /// `ARRAYJOB_TASK` (or the job id) when the holder is a Slurm task.
+    pub job: Option<String>,
+    /// Random, per claim: tells two claims of one process apart.
+    pub token: String,
+    pub acquired: String,
+    pub heartbeat: String,
+}
+
+impl Holder {
+    /// This process, as a claimant.
+    pub fn me() -> Self {
+        let now = rfc3339(SystemTime::now());
+        Self {
+            host: hostname(),
+            pid: std::process::id(),
+            job: slurm_task(),
+            token: format!("{:016x}", rand::rng().random::<u64>()),
+            acquired: now.clone(),
+            heartbeat: now,
+        }
+    }
+
+    /// How long ago the heartbeat was written (zero if it lies in the future: clock skew).
+    pub fn silent_for(&self, now: SystemTime) -> Duration {
+        humantime::parse_rfc3339(&self.heartbeat)
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Whether `claimant` may take this holder's lease.
+    fn is_dead(&self, claimant: &Holder, now: SystemTime, timing: LeaseTiming) -> bool {
+        if self.token == claimant.token {
+            return false;
+        }
+        if self.silent_for(now) > timing.stale_after {
+            return true;
+        }
+        if self.job.is_some() && self.job == claimant.job {
+            return true; // an earlier attempt of this Slurm task: Slurm runs one at a time
+        }
+        self.host == claimant.host && !pid_alive(self.pid)
+    }
+
+    /// `host n1 pid 4242 (job 16_0), heartbeat 3 s ago`.
+    pub fn describe(&self) -> String {
+        let job = self
+            .job
+            .as_ref()
+            .map(|j| format!(" (job {j})"))
+            .unwrap_or_default();
+        let silent = self.silent_for(SystemTime::now()).as_secs();
+        format!(
+            "host {} pid {}{job}, heartbeat {silent} s ago",
+            self.host, self.pid
+        )
+    }
+}
+
+/// The result of a claim.
+#[derive(Debug)]
+pub enum Claim {
+    Held(Lease),
+    /// A live holder has it (or is taking it over from a dead one).
+    Busy(Holder),
+}
+
+/// A held lease: refreshed by a thread of its own until dropped, then removed.
+#[derive(Debug)]
+pub struct Lease {
+    path: PathBuf,
+    token: String,
+    lost: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    beat: Option<JoinHandle<()>>,
+}
+
+fn lease_path(dir: &RunDir) -> PathBuf {
+    dir.root.join("lease.json")
+}
+
+impl Lease {
+    /// Claims the run for this process with the default timing.
+    pub fn try_acquire(dir: &RunDir) -> Result<Claim, StoreError> {
+        Self::try_acquire_as(dir, Holder::me(), LeaseTiming::default())
+    }
+
+    /// Claims the run for `me`; gives up (Busy) rather than waits when a live holder has it.
+    pub fn try_acquire_as(
+        dir: &RunDir,
+        me: Holder,
+        timing: LeaseTiming,
+    ) -> Result<Claim, StoreError> {
+        dir.create()?;
+        let path = lease_path(dir);
+        let mine = dir.root.join(format!("lease.{}.tmp", me.token));
+        write_holder(&mine, &me)?;
+        let claim = claim(&path, &mine, &me, timing);
+        let _ = fs::remove_file(&mine);
+        match claim? {
+            None => Ok(Claim::Held(Self::start(path, me, timing))),
+            Some(holder) => Ok(Claim::Busy(holder)),
+        }
+    }
+
+    fn start(path: PathBuf, me: Holder, timing: LeaseTiming) -> Self {
+        let lost = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let token = me.token.clone();
+        let beat = {
+            let (path, lost, done) = (path.clone(), lost.clone(), done.clone());
+            std::thread::spawn(move || heartbeat(&path, me, timing, &lost, &done))
+        };
+        Self {
+            path,
+            token,
+            lost,
+            done,
+            beat: Some(beat),
+        }
+    }
+
+    /// Set once the lease is no longer this process's: stop, and write nothing more.
+    pub fn lost_flag(&self) -> Arc<AtomicBool> {
+        self.lost.clone()
+    }
+
+    /// The live holder of a run's lease, if any (a stale lease has none).
+    pub fn holder(dir: &RunDir) -> Option<Holder> {
+        let holder = read_holder(&lease_path(dir)).ok()?;
+        let observer = Holder::me();
+        (!holder.is_dead(&observer, SystemTime::now(), LeaseTiming::default())).then_some(holder)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(beat) = self.beat.take() {
+            beat.thread().unpark();
+            let _ = beat.join();
+        }
+        // Remove it only if it is still ours: a taker's lease is not ours to delete.
+        if read_holder(&self.path).is_ok_and(|h| h.token == self.token) {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The claim itself: `None` when `me` now holds `path`, else the holder that keeps it.
+fn claim(
+    path: &Path,
+    mine: &Path,
+    me: &Holder,
+    timing: LeaseTiming,
+) -> Result<Option<Holder>, StoreError> {
+    // Three rounds: a lease released or taken over between our look and our link is looked
+    // at again rather than reported as busy.
+    let mut last = None;
+    for _ in 0..3 {
+        if link_new(mine, path)? {
+            // NFS may report a link that failed as done, or the reverse: read it back.
+            match read_holder(path) {
+                Ok(h) if h.token == me.token => return Ok(None),
+                Ok(h) => return Ok(Some(h)),
+                Err(_) => continue,
+            }
+        }
+        let holder = match read_holder(path) {
+            Ok(h) => h,
+            Err(_) if !path.exists() => continue, // released meanwhile
+            Err(e) => return Err(e),
+        };
+        if !holder.is_dead(me, SystemTime::now(), timing) {
+            return Ok(Some(holder));
+        }
+        take_over(path, mine, &holder, timing)?;
+        last = Some(holder);
+    }
+    // Still contended after three rounds: report whoever holds it now.
+    Ok(Some(
+        read_holder(path)
+            .ok()
+            .or(last)
+            .unwrap_or_else(|| me.clone()),
+    ))
+}
+
+/// Removes the dead `holder`'s lease, guarded by `lease.takeover` so that of two claimants
+/// only one removes it (the other would remove the winner's new lease). A marker left by a
+/// taker that died is cleared once it is stale.
+fn take_over(
+    path: &Path,
+    mine: &Path,
+    holder: &Holder,
+    timing: LeaseTiming,
+) -> Result<(), StoreError> {
+    let marker = path.with_file_name("lease.takeover");
+    if !link_new(mine, &marker)? {
+        let age = fs::metadata(&marker)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| SystemTime::now().duration_since(t).ok());
+        if age.is_some_and(|a| a > timing.stale_after) {
+            let _ = fs::remove_file(&marker);
+        }
+        return Ok(());
+    }
+    // Still the same dead holder (not a fresh lease made since we looked)?
+    if read_holder(path).is_ok_and(|h| h.token == holder.token) {
+        fs::remove_file(path).map_err(|e| StoreError::io(path, e))?;
+    }
+    fs::remove_file(&marker).map_err(|e| StoreError::io(&marker, e))
+}
+
+/// `link(from, to)`: true if `to` was made, false if it existed.
+fn link_new(from: &Path, to: &Path) -> Result<bool, StoreError> {
+    match fs::hard_link(from, to) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(StoreError::io(to, e)),
+    }
+}
+
+/// The holder's thread: refresh the heartbeat every `timing.heartbeat`, and look every
+/// second whether the lease is still ours.
+fn heartbeat(path: &Path, me: Holder, timing: LeaseTiming, lost: &AtomicBool, done: &AtomicBool) {
+    let tick = timing.heartbeat.min(Duration::from_secs(1));
+    let mut me = me;
+    let mut refreshed = std::time::Instant::now();
+    while !done.load(Ordering::SeqCst) {
+        std::thread::park_timeout(tick); // woken early by the lease's drop
+        if done.load(Ordering::SeqCst) {
+            break;
+        }
+        let ours = match read_holder(path) {
+            Ok(h) if h.token == me.token => true,
+            // Replaced or removed by a taker that counted us dead.
+            Ok(_) => false,
+            Err(_) if !path.exists() => false,
+            // A read that failed (a busy server): try again at the next tick.
+            Err(_) => {
+                if refreshed.elapsed() > timing.stale_after / 2 {
+                    break;
+                }
+                continue;
+            }
+        };
+        if !ours {
+            break;
+        }
+        if refreshed.elapsed() < timing.heartbeat {
+            continue;
+        }
+        me.heartbeat = rfc3339(SystemTime::now());
+        if write_holder(path, &me).is_ok() {
+            refreshed = std::time::Instant::now();
+        } else if refreshed.elapsed() > timing.stale_after / 2 {
+            // Unable to refresh: others will soon count us dead and take over; stop first.
+            break;
+        }
+    }
+    if !done.load(Ordering::SeqCst) {
+        lost.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Writes `holder` to `path` through a temporary file of its own token (two holders, one
+/// stalled, must not share a temporary name) and a rename.
+fn write_holder(path: &Path, holder: &Holder) -> Result<(), StoreError> {
+    let text = serde_json::to_string_pretty(holder).map_err(|e| StoreError::corrupt(path, e))?;
+    let tmp = path.with_file_name(format!("lease.{}.beat", holder.token));
+    let mut file = fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+    file.write_all(format!("{text}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| StoreError::io(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
+}
+
+fn read_holder(path: &Path) -> Result<Holder, StoreError> {
+    read_json(path)
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(name) if ok && !name.is_empty() => name.to_string(),
+        _ => "unknown-host".into(),
+    }
+}
+
+/// `ARRAYJOB_TASK` inside a Slurm array task, the job id in a plain job, None outside Slurm.
+fn slurm_task() -> Option<String> {
+    let var = |k| std::env::var(k).ok().filter(|v: &String| !v.is_empty());
+    match (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID")) {
+        (Some(job), Some(task)) => Some(format!("{job}_{task}")),
+        _ => var("SLURM_JOB_ID"),
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only asks whether the process exists; nothing is delivered.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_dir(name: &str) -> (tempfile::TempDir, RunDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::new(tmp.path().join(name));
+        (tmp, dir)
+    }
+
+    fn someone(host: &str, pid: u32, job: Option<&str>, silent: Duration) -> Holder {
+        let at = rfc3339(SystemTime::now() - silent);
+        Holder {
+            host: host.into(),
+            pid,
+            job: job.map(String::from),
+            token: format!("{:016x}", rand::rng().random::<u64>()),
+            acquired: at.clone(),
+            heartbeat: at,
+        }
+    }
+
+    fn held(claim: Claim) -> Lease {
+        match claim {
+            Claim::Held(lease) => lease,
+            Claim::Busy(h) => panic!("busy: {}", h.describe()),
+        }
+    }
+
+    fn busy(claim: Claim) -> Holder {
+        match claim {
+            Claim::Busy(h) => h,
+            Claim::Held(_) => panic!("held, but should have been busy"),
+        }
+    }
+
+    const FAST: LeaseTiming = LeaseTiming {
+        heartbeat: Duration::from_millis(50),
+        stale_after: Duration::from_secs(2),
+    };
+
+    #[test]
+    fn one_claim_holds_a_run_until_it_drops() {
+        let (_tmp, dir) = run_dir("r");
+        let me = Holder::me();
+        let slow = LeaseTiming::default(); // no heartbeat file appears while we look
+        let first = held(Lease::try_acquire_as(&dir, me.clone(), slow).unwrap());
+        // Another claim of this very process (another job thread) is refused.
+        let other = busy(Lease::try_acquire_as(&dir, Holder::me(), slow).unwrap());
+        assert_eq!(other.token, me.token);
+        assert_eq!(Lease::holder(&dir).map(|h| h.token), Some(me.token));
+        drop(first);
+        assert!(!lease_path(&dir).exists(), "a dropped lease is removed");
+        assert!(Lease::holder(&dir).is_none());
+        let _again = held(Lease::try_acquire_as(&dir, Holder::me(), slow).unwrap());
+        let left: Vec<_> = fs::read_dir(&dir.root).unwrap().collect();
+        assert_eq!(left.len(), 1, "only lease.json is left: {left:?}");
+    }
+
+    #[test]
+    fn a_live_foreign_holder_keeps_its_lease_and_a_silent_one_loses_it() {
+        let (_tmp, dir) = run_dir("r");
+        dir.create().unwrap();
+        let path = lease_path(&dir);
+        let alive = someone("node-b", 1, None, Duration::from_secs(1));
+        write_holder(&path, &alive).unwrap();
+        let kept = busy(Lease::try_acquire_as(&dir, Holder::me(), FAST).unwrap());
+        assert_eq!(kept, alive);
+        assert!(kept.describe().starts_with("host node-b pid 1, heartbeat "));
+        let silent = someone("node-b", 1, None, Duration::from_secs(3));
+        write_holder(&path, &silent).unwrap();
+        let me = Holder::me();
+        let lease = held(Lease::try_acquire_as(&dir, me.clone(), FAST).unwrap());
+        assert_eq!(read_holder(&path).unwrap().token, me.token);
+        drop(lease);
+    }
+
+    #[test]
+    fn a_dead_process_of_this_host_or_an_earlier_attempt_of_this_task_is_taken_over_at_once() {
+        let (_tmp, dir) = run_dir("r");
+        dir.create().unwrap();
+        let path = lease_path(&dir);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = child.id();
+        child.wait().unwrap();
+        let dead = someone(&hostname(), dead_pid, None, Duration::ZERO);
+        write_holder(&path, &dead).unwrap();
+        drop(held(
+            Lease::try_acquire_as(&dir, Holder::me(), FAST).unwrap(),
+        ));
+
+        // A holder on another host with a fresh heartbeat but this claimant's Slurm task.
+        let earlier = someone("node-c", 77, Some("16_3"), Duration::ZERO);
+        write_holder(&path, &earlier).unwrap();
+        let mut me = Holder::me();
+        me.job = Some("16_4".into());
+        busy(Lease::try_acquire_as(&dir, me.clone(), FAST).unwrap());
+        me.job = Some("16_3".into());
+        drop(held(Lease::try_acquire_as(&dir, me, FAST).unwrap()));
+    }
+
+    #[test]
+    fn claimants_racing_for_one_stale_lease_get_it_once() {
+        for round in 0..40 {
+            let (_tmp, dir) = run_dir("r");
+            dir.create().unwrap();
+            if round % 2 == 0 {
+                let stale = someone("node-d", 9, None, Duration::from_secs(60));
+                write_holder(&lease_path(&dir), &stale).unwrap();
+            }
+            let barrier = std::sync::Barrier::new(8);
+            let leases: Vec<Option<Lease>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let me = Holder::me();
+                            barrier.wait();
+                            match Lease::try_acquire_as(&dir, me, FAST).unwrap() {
+                                Claim::Held(l) => Some(l),
+                                Claim::Busy(_) => None,
+                            }
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let winners: Vec<&Lease> = leases.iter().flatten().collect();
+            assert_eq!(winners.len(), 1, "round {round}: {} holders", winners.len());
+            assert_eq!(
+                read_holder(&lease_path(&dir)).unwrap().token,
+                winners[0].token
+            );
+        }
+    }
+
+    #[test]
+    fn the_heartbeat_moves_and_a_lease_taken_from_a_stalled_holder_is_lost() {
+        let (_tmp, dir) = run_dir("r");
+        let me = Holder::me();
+        let lease = held(Lease::try_acquire_as(&dir, me.clone(), FAST).unwrap());
+        let path = lease_path(&dir);
+        std::thread::sleep(Duration::from_millis(300));
+        let now = read_holder(&path).unwrap();
+        assert_eq!(now.token, me.token);
+        assert_ne!(now.heartbeat, me.heartbeat, "the heartbeat was refreshed");
+        assert!(!lease.lost_flag().load(Ordering::SeqCst));
+        // As if we had stalled past stale_after and another node had taken the run over.
+        let taker = someone("node-e", 5, None, Duration::ZERO);
+        write_holder(&path, &taker).unwrap();
+        let lost = lease.lost_flag();
+        let t0 = std::time::Instant::now();
+        while !lost.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(lost.load(Ordering::SeqCst), "the loss was noticed");
+        drop(lease);
+        assert_eq!(
+            read_holder(&path).unwrap(),
+            taker,
+            "the taker's lease is left alone"
+        );
+    }
+}
