@@ -150,7 +150,7 @@ fn bench_reports_speed_and_memory_per_variant() {
         "--backend",
         "tch",
         "--steps",
-        "1",
+        "2",
         "--d-model",
         "64",
         "--n-blocks",
@@ -163,10 +163,57 @@ fn bench_reports_speed_and_memory_per_variant() {
     for variant in ["baseline", "full", "block S=4"] {
         let row = out
             .lines()
-            .find(|l| l.starts_with(variant))
+            .find(|l| {
+                l.split_whitespace()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .starts_with(&format!("reference {variant}"))
+            })
             .unwrap_or_else(|| panic!("{variant} missing:\n{out}"));
         assert!(row.contains("MB"), "no memory in: {row}");
     }
+    assert!(out.contains("median of 2 interleaved steps"), "{out}");
+}
+
+/// `--sizes` benches a sweep's own sizes and arms; `--inference` times the inference path;
+/// `--json` gives every number with its spread.
+#[test]
+fn bench_takes_a_sweeps_sizes_and_times_inference_as_json() {
+    let tmp = TempDir::new().unwrap();
+    let sweep = tiny_sweep(tmp.path());
+    let out = ok(&[
+        "bench",
+        "--backend",
+        "tch",
+        "--steps",
+        "3",
+        "--sizes",
+        sweep.to_str().unwrap(),
+        "--inference",
+        "--batch-size",
+        "1",
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(report["mode"], "inference");
+    let rows = report["rows"].as_array().unwrap();
+    let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(
+        labels,
+        ["baseline", "full"],
+        "one row per arm of the sweep's one size"
+    );
+    for r in rows {
+        assert_eq!(r["size"], "nano");
+        assert_eq!(r["steps"], 3);
+        assert_eq!(r["context"], 48);
+        let q = |k: &str| r[k].as_f64().unwrap();
+        assert!(q("step_s_min") <= q("step_s_p25") && q("step_s_p25") <= q("step_s_median"));
+        assert!(q("step_s_median") <= q("step_s_p75") && q("step_s_p75") <= q("step_s_max"));
+        assert!(q("step_s_min") > 0.0 && q("mfu") > 0.0);
+    }
+    assert_eq!(rows[0]["vs_baseline_median"], 1.0);
 }
 
 /// Fit options change what is fitted: per-arm E, 6ND compute and another reference arm.
@@ -436,6 +483,11 @@ fn bf16_runs_keep_half_the_bytes_still_learn_and_are_refused_by_flex() {
         last < first - 1.0,
         "bf16 training did not learn: {first} -> {last}"
     );
+    // Its checkpoint loads back for scoring (in bf16, the precision it trained in).
+    let text = tmp.path().join("probe.txt");
+    std::fs::write(&text, "a=1;b=a;c=b;c?1 x=2;y=x;y?2").unwrap();
+    let scored = ok(&["score", bf16_run.to_str().unwrap(), text.to_str().unwrap()]);
+    assert!(scored.contains("bits/byte"), "{scored}");
 
     let elsewhere = tmp.path().join("flex-results");
     let out = attnres()

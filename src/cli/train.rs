@@ -116,11 +116,16 @@ pub fn run_train(args: TrainArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The run's spec and its final model on `device`.
-fn load_run(run: &Path, device: &burn::tensor::Device) -> anyhow::Result<(RunSpec, Lm)> {
+/// The run's spec and its final model on `device`, in the precision it trained in.
+fn load_run(
+    run: &Path,
+    (kind, device): (BackendKind, &burn::tensor::Device),
+) -> anyhow::Result<(RunSpec, Lm)> {
     let dir = RunDir::new(run);
     let spec: RunSpec = read_json(&dir.spec())
         .map_err(|e| InputError(format!("{} is not a run folder: {e}", run.display())))?;
+    backend::set_precision(kind, device, spec.train.precision)
+        .map_err(|e| InputError(format!("{}: {e}", run.display())))?;
     let Some(ckpt) = dir.find_checkpoint() else {
         anyhow::bail!(InputError(format!(
             "{} has no checkpoint; train it first (`attnres train`) or pick a finished run",
@@ -139,8 +144,9 @@ pub struct ExportArgs {
 }
 
 pub fn run_export(args: ExportArgs) -> anyhow::Result<()> {
-    let device = backend::device(BackendKind::preferred(), "cpu")?;
-    let (_, model) = load_run(&args.run, &device)?;
+    let kind = BackendKind::preferred();
+    let device = backend::device(kind, "cpu")?;
+    let (_, model) = load_run(&args.run, (kind, &device))?;
     let mut store = SafetensorsStore::from_file(&args.out);
     model
         .save_into(&mut store)
@@ -165,7 +171,7 @@ pub struct ScoreArgs {
 pub fn run_score(args: ScoreArgs) -> anyhow::Result<()> {
     let opts = args.device.options();
     let device = backend::device(opts.backend, &opts.device)?;
-    let (spec, model) = load_run(&args.run, &device)?;
+    let (spec, model) = load_run(&args.run, (opts.backend, &device))?;
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))?;
     let tokenizer = match &spec.data.tokenizer {

@@ -1,0 +1,197 @@
+//! One benchmark case in a process of its own: the parent sends `step` lines on stdin and
+//! reads back each step's seconds, so that cases are interleaved step by step (drift on a
+//! noisy machine hits them alike) while each process's peak memory (`VmHWM`) stays its own.
+
+use std::io::{BufRead, Write};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{self, BackendKind, Precision};
+use crate::data::Batch;
+use crate::model::{Lm, ModelConfig};
+use crate::train::config::TrainConfig;
+use crate::train::eval::{BatchTensors, masked_cross_entropy};
+use crate::train::optimizer;
+
+/// What one child measures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Case {
+    /// The size's name (`reference`, or a sweep's size).
+    pub size: String,
+    pub label: String,
+    pub model: ModelConfig,
+    /// Sequences per step (a training micro-batch, or an inference batch).
+    pub batch: usize,
+    /// Time the two-phase inference forward instead of a training step.
+    pub inference: bool,
+    pub precision: Precision,
+    pub threads: Option<usize>,
+}
+
+/// What a child says when it ends.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Ended {
+    /// Peak resident memory of the child, where the OS tells (CPU only).
+    pub peak_bytes: Option<f64>,
+}
+
+/// The child's side: build the case, answer `step` with seconds, end on `end` or EOF.
+pub fn serve(kind: BackendKind, device: &str, case: &Case) -> anyhow::Result<()> {
+    if let Some(n) = case.threads {
+        #[cfg(feature = "tch")]
+        tch::set_num_threads(n as i32);
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global();
+    }
+    let device_name = device;
+    let device = backend::device(kind, device)?;
+    backend::set_precision(kind, &device, case.precision)?;
+    let mut step = stepper(case, &device)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")?;
+    out.flush()?;
+    for line in std::io::stdin().lock().lines() {
+        match line?.trim() {
+            "step" => {
+                let seconds = step()?;
+                writeln!(out, "{seconds}")?;
+                out.flush()?;
+            }
+            "end" => break,
+            other => bail!("bench child: unknown request `{other}`"),
+        }
+    }
+    let ended = Ended {
+        peak_bytes: (device_name == "cpu").then(peak_resident_bytes).flatten(),
+    };
+    writeln!(out, "{}", serde_json::to_string(&ended)?)?;
+    Ok(())
+}
+
+type Step = Box<dyn FnMut() -> anyhow::Result<f64>>;
+
+/// A closure that runs one timed step of `case` and returns its seconds.
+fn stepper(case: &Case, device: &Device) -> anyhow::Result<Step> {
+    let (b, t) = (case.batch, case.model.context);
+    let vocab = case.model.vocab_size;
+    let tokens: Vec<i64> = (0..b * (t + 1))
+        .map(|i| ((i * 7919) % vocab) as i64)
+        .collect();
+    let batch = Batch {
+        rows: b,
+        context: t,
+        input: tokens.chunks(t + 1).flat_map(|r| r[..t].to_vec()).collect(),
+        target: tokens.chunks(t + 1).flat_map(|r| r[1..].to_vec()).collect(),
+        mask: None,
+    };
+    if case.inference {
+        let model = Lm::init(&case.model, 0, device)?;
+        let device = device.clone();
+        return Ok(Box::new(move || {
+            let start = Instant::now();
+            let input =
+                Tensor::<2, Int>::from_data(TensorData::new(batch.input.clone(), [b, t]), &device);
+            let logits = model.forward_inference(input);
+            // Reading a value waits for the forward to finish on asynchronous devices.
+            let _ = logits.slice([0..1, 0..1, 0..1]).try_into_scalar::<f32>()?;
+            Ok(start.elapsed().as_secs_f64())
+        }));
+    }
+    let train_device = device.clone().autodiff();
+    let mut model = Some(Lm::init(&case.model, 0, &train_device)?);
+    let train: TrainConfig =
+        serde_yaml_ng::from_str("batch_size: 1\nlr: 0.001\nbudget: {tokens: 1}")?;
+    let mut optim = optimizer::build(&train, model.as_ref().context("the model")?);
+    Ok(Box::new(move || {
+        let start = Instant::now();
+        let m = model.take().context("the model")?;
+        let bt = BatchTensors::new(&batch, &train_device);
+        let loss = masked_cross_entropy(m.forward(bt.input), bt.target, None);
+        let _ = loss.clone().try_into_scalar::<f32>()?;
+        let grads = GradientsParams::from_grads(loss.backward(), &m);
+        let m = optim.step(1e-3, m, grads);
+        // Reading a weight waits for the update to finish on asynchronous devices.
+        let _ = m.head.val().slice([0..1, 0..1]).try_into_scalar::<f32>()?;
+        model = Some(m);
+        Ok(start.elapsed().as_secs_f64())
+    }))
+}
+
+/// Peak resident memory of this process, from `/proc/self/status` (Linux).
+fn peak_resident_bytes() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0)
+}
+
+/// The parent's handle on one child.
+pub struct Child {
+    process: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    pub case: Case,
+}
+
+impl Child {
+    /// Starts `attnres bench --serve` for `case` and waits until it has built its model.
+    pub fn spawn(kind: BackendKind, device: &str, case: Case) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("locating the attnres binary")?;
+        let mut process = std::process::Command::new(exe)
+            .args(["bench", "--backend", kind.name(), "--device", device])
+            .args(["--serve", &serde_json::to_string(&case)?])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("starting a benchmark child process")?;
+        let stdin = process.stdin.take().context("the child's stdin")?;
+        let stdout = std::io::BufReader::new(process.stdout.take().context("the child's stdout")?);
+        let mut child = Self {
+            process,
+            stdin,
+            stdout,
+            case,
+        };
+        let ready = child.read_line()?;
+        if ready != "ready" {
+            bail!("bench child for {}: said `{ready}`", child.case.label);
+        }
+        Ok(child)
+    }
+
+    fn read_line(&mut self) -> anyhow::Result<String> {
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line)? == 0 {
+            let status = self.process.wait()?;
+            bail!(
+                "bench child for {} {} ended ({status}) without answering",
+                self.case.size,
+                self.case.label
+            );
+        }
+        Ok(line.trim().to_string())
+    }
+
+    /// One timed step, in seconds.
+    pub fn step(&mut self) -> anyhow::Result<f64> {
+        writeln!(self.stdin, "step")?;
+        self.stdin.flush()?;
+        let line = self.read_line()?;
+        line.parse()
+            .with_context(|| format!("bench child answered `{line}`"))
+    }
+
+    /// Ends the child and returns what it measured of itself.
+    pub fn end(mut self) -> anyhow::Result<Ended> {
+        writeln!(self.stdin, "end")?;
+        self.stdin.flush()?;
+        let line = self.read_line()?;
+        let _ = self.process.wait();
+        serde_json::from_str(&line).with_context(|| format!("bench child answered `{line}`"))
+    }
+}

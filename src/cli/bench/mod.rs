@@ -1,0 +1,379 @@
+//! `attnres bench`: step time, throughput, MFU and peak memory of residual variants, per
+//! backend, against a matmul peak measured on this machine. Every case runs in a child
+//! process of its own (so its peak resident memory is its own), and the children step in
+//! turn, round after round, so that a noisy machine's drift hits every case alike. Each case
+//! reports the median and quartiles of its step times and, paired round by round, its ratio
+//! to the first case of its size (the baseline).
+
+mod child;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use burn::tensor::{Device, Tensor, TensorData};
+use clap::Args;
+use serde::Serialize;
+
+use self::child::{Case, Child};
+use super::InputError;
+use crate::analysis::stats::percentile;
+use crate::backend::{self, BackendKind, Precision};
+use crate::fmt::bytes_text;
+use crate::model::flops::flops_per_token;
+use crate::model::memory::training_memory_in;
+use crate::model::{ModelConfig, ResidualConfig};
+use crate::spec::Sweep;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Backends to measure (default: every one compiled in).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub backend: Vec<BackendKind>,
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Timed steps per case (after 2 warm-up steps), interleaved across cases.
+    #[arg(long, default_value_t = 20)]
+    pub steps: usize,
+    /// Reference model width and depth (ignored with --sizes).
+    #[arg(long, default_value_t = 256)]
+    pub d_model: usize,
+    #[arg(long, default_value_t = 8)]
+    pub n_blocks: usize,
+    #[arg(long, default_value_t = 256)]
+    pub context: usize,
+    #[arg(long, default_value_t = 8)]
+    pub batch_size: usize,
+    /// Bench every size of this sweep file with its own arms, context and micro-batch
+    /// (one run per size and arm), instead of the reference size.
+    #[arg(long)]
+    pub sizes: Option<PathBuf>,
+    /// Time the inference forward (the two-phase path) at --batch-size sequences, not
+    /// training steps.
+    #[arg(long)]
+    pub inference: bool,
+    /// Float type of weights, activations and optimizer state (bf16: tch only); the matmul
+    /// peak behind MFU is measured in the same type.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub precision: Precision,
+    /// CPU threads per case (default: the backend's own choice).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Internal: serve one case (JSON) to a parent bench.
+    #[arg(long, hide = true)]
+    pub serve: Option<String>,
+}
+
+/// One case's measurements.
+#[derive(Debug, Serialize)]
+struct Row {
+    size: String,
+    label: String,
+    d_model: usize,
+    n_blocks: usize,
+    context: usize,
+    batch: usize,
+    steps: usize,
+    step_s_median: f64,
+    step_s_p25: f64,
+    step_s_p75: f64,
+    step_s_min: f64,
+    step_s_max: f64,
+    tokens_per_s: f64,
+    mfu: f64,
+    /// Median over rounds of this case's step time over the baseline's in the same round,
+    /// with its quartiles.
+    vs_baseline_median: f64,
+    vs_baseline_p25: f64,
+    vs_baseline_p75: f64,
+    peak_bytes: Option<f64>,
+    estimate_bytes: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    machine: String,
+    cores: usize,
+    threads: Option<usize>,
+    backend: String,
+    device: String,
+    precision: &'static str,
+    mode: &'static str,
+    matmul_peak_flops: f64,
+    rows: Vec<Row>,
+}
+
+fn reference_cases(args: &BenchArgs) -> Vec<Case> {
+    [
+        ResidualConfig::Baseline,
+        ResidualConfig::full(),
+        ResidualConfig::block(4),
+    ]
+    .into_iter()
+    .map(|residual| ModelConfig {
+        vocab_size: 256,
+        d_model: args.d_model,
+        n_blocks: args.n_blocks,
+        n_heads: (args.d_model / 64).max(1),
+        ff_mult: 8.0 / 3.0,
+        context: args.context,
+        residual,
+    })
+    .map(|model| case(args, "reference", model, args.batch_size))
+    .collect()
+}
+
+fn case(args: &BenchArgs, size: &str, model: ModelConfig, batch: usize) -> Case {
+    Case {
+        size: size.into(),
+        label: model.residual.label(),
+        model,
+        batch,
+        inference: args.inference,
+        precision: args.precision,
+        threads: args.threads,
+    }
+}
+
+/// One case per (size, arm) of a sweep, in sweep order: its first run's model and
+/// micro-batch (or --batch-size sequences with --inference).
+fn sweep_cases(args: &BenchArgs, path: &std::path::Path) -> anyhow::Result<Vec<Vec<Case>>> {
+    let sweep = Sweep::load(path).map_err(|e| InputError(e.to_string()))?;
+    let mut sizes: Vec<Vec<Case>> = Vec::new();
+    for run in &sweep.runs {
+        let batch = if args.inference {
+            args.batch_size
+        } else {
+            run.spec.sequences_in_flight()
+        };
+        let c = case(args, &run.size, run.spec.model.clone(), batch);
+        match sizes.iter_mut().find(|s| s[0].size == run.size) {
+            Some(s) if s.iter().any(|x| x.label == c.label) => {}
+            Some(s) => s.push(c),
+            None => sizes.push(vec![c]),
+        }
+    }
+    Ok(sizes)
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let kind = |name: &str| {
+        BackendKind::compiled()
+            .into_iter()
+            .find(|k| k.name() == name)
+            .with_context(|| format!("backend {name} is not compiled in"))
+    };
+    if let Some(case) = &args.serve {
+        let case: Case = serde_json::from_str(case).context("reading the bench case")?;
+        let backend = args
+            .backend
+            .first()
+            .copied()
+            .unwrap_or_else(BackendKind::preferred);
+        return child::serve(kind(backend.name())?, &args.device, &case);
+    }
+    let groups = match &args.sizes {
+        Some(path) => sweep_cases(&args, path)?,
+        None => vec![reference_cases(&args)],
+    };
+    let backends = if args.backend.is_empty() {
+        BackendKind::compiled()
+    } else {
+        args.backend.clone()
+    };
+    for backend in backends {
+        let device = backend::device(backend, &args.device)?;
+        backend::set_precision(backend, &device, args.precision)?;
+        let peak = matmul_peak(&device)?;
+        let mut rows = Vec::new();
+        for cases in &groups {
+            rows.extend(
+                measure_group(&args, backend, cases, peak)
+                    .with_context(|| format!("benchmarking size {}", cases[0].size))?,
+            );
+        }
+        let report = Report {
+            machine: cpu_model(),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads: args.threads,
+            backend: backend.name().into(),
+            device: args.device.clone(),
+            precision: args.precision.name(),
+            mode: if args.inference {
+                "inference"
+            } else {
+                "training"
+            },
+            matmul_peak_flops: peak,
+            rows,
+        };
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print_table(&report);
+        }
+    }
+    Ok(())
+}
+
+/// Starts one child per case, warms each up with 2 steps, then runs `args.steps` rounds in
+/// which every case steps once, in turn.
+fn measure_group(
+    args: &BenchArgs,
+    backend: BackendKind,
+    cases: &[Case],
+    peak: f64,
+) -> anyhow::Result<Vec<Row>> {
+    let mut children = cases
+        .iter()
+        .map(|c| Child::spawn(backend, &args.device, c.clone()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut times = vec![Vec::with_capacity(args.steps); children.len()];
+    for round in 0..args.steps + 2 {
+        for (child, t) in children.iter_mut().zip(&mut times) {
+            let seconds = child.step()?;
+            if round >= 2 {
+                t.push(seconds);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (child, t) in children.into_iter().zip(&times) {
+        let case = child.case.clone();
+        let ended = child.end()?;
+        rows.push(row(&case, t, &times[0], ended.peak_bytes, peak));
+    }
+    Ok(rows)
+}
+
+fn row(case: &Case, times: &[f64], baseline: &[f64], peak_bytes: Option<f64>, peak: f64) -> Row {
+    let sorted = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let t = sorted(times.to_vec());
+    let ratios = sorted(times.iter().zip(baseline).map(|(a, b)| a / b).collect());
+    let median = percentile(&t, 0.5);
+    let tokens = (case.batch * case.model.context) as f64;
+    let per_token = flops_per_token(&case.model);
+    let flops = if case.inference {
+        per_token.forward()
+    } else {
+        per_token.training()
+    } as f64;
+    let memory = training_memory_in(&case.model, case.batch, case.precision.bytes());
+    Row {
+        size: case.size.clone(),
+        label: case.label.clone(),
+        d_model: case.model.d_model,
+        n_blocks: case.model.n_blocks,
+        context: case.model.context,
+        batch: case.batch,
+        steps: t.len(),
+        step_s_median: median,
+        step_s_p25: percentile(&t, 0.25),
+        step_s_p75: percentile(&t, 0.75),
+        step_s_min: t[0],
+        step_s_max: t[t.len() - 1],
+        tokens_per_s: tokens / median,
+        mfu: flops * tokens / median / peak,
+        vs_baseline_median: percentile(&ratios, 0.5),
+        vs_baseline_p25: percentile(&ratios, 0.25),
+        vs_baseline_p75: percentile(&ratios, 0.75),
+        peak_bytes,
+        // Inference keeps no optimizer state or activations for a backward pass; the
+        // estimate is the training one, shown for training only.
+        estimate_bytes: if case.inference {
+            f64::NAN
+        } else {
+            memory.total()
+        },
+    }
+}
+
+fn print_table(r: &Report) {
+    println!(
+        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s (1024^3, best of 5)",
+        r.backend,
+        r.device,
+        r.machine,
+        r.cores,
+        r.threads.map_or("default".to_string(), |t| t.to_string()),
+        r.precision,
+        r.mode,
+        r.matmul_peak_flops / 1e9
+    );
+    println!(
+        "{:<10} {:<12} {:>9} {:>17} {:>10} {:>6} {:>21} {:>9} {:>9}",
+        "size",
+        "variant",
+        "step ms",
+        "IQR ms",
+        "tokens/s",
+        "MFU",
+        "vs baseline [IQR]",
+        "peak mem",
+        "estimate"
+    );
+    for row in &r.rows {
+        let mem = |b: Option<f64>| b.filter(|b| b.is_finite()).map_or("-".into(), bytes_text);
+        println!(
+            "{:<10} {:<12} {:>9.2} {:>17} {:>10.0} {:>5.1}% {:>21} {:>9} {:>9}",
+            row.size,
+            row.label,
+            row.step_s_median * 1e3,
+            format!("{:.2}-{:.2}", row.step_s_p25 * 1e3, row.step_s_p75 * 1e3),
+            row.tokens_per_s,
+            row.mfu * 100.0,
+            format!(
+                "{:.3}x [{:.3}, {:.3}]",
+                row.vs_baseline_median, row.vs_baseline_p25, row.vs_baseline_p75
+            ),
+            mem(row.peak_bytes),
+            mem(Some(row.estimate_bytes)),
+        );
+    }
+    println!(
+        "\nstep ms: median of {} interleaved steps per case; vs baseline: median and quartiles of the per-round ratio to the first case of its size; peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
+        r.rows.first().map_or(0, |row| row.steps)
+    );
+}
+
+/// The CPU's model name (`/proc/cpuinfo`), or "unknown CPU".
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// Best-of-5 throughput of a 1024 x 1024 x 1024 matmul in the device's float type, in FLOP/s.
+fn matmul_peak(device: &Device) -> anyhow::Result<f64> {
+    let n = 1024;
+    let data = |seed: f32| {
+        TensorData::new(
+            (0..n * n)
+                .map(|i| (i as f32 * seed).sin())
+                .collect::<Vec<f32>>(),
+            [n, n],
+        )
+    };
+    let a = Tensor::<2>::from_data(data(0.37), device);
+    let b = Tensor::<2>::from_data(data(0.11), device);
+    let mut best = f64::MAX;
+    for _ in 0..6 {
+        let t = Instant::now();
+        let c = a.clone().matmul(b.clone());
+        let _ = c.sum().try_into_scalar::<f32>()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(2.0 * (n as f64).powi(3) / best)
+}
