@@ -28,23 +28,35 @@ build: $(LIBTORCH)/.complete
 # A CUDA build for GPU machines (docs/gpu.md): torch 2.11 from PyPI (the CUDA 13 build, about
 # 4.7 GB with its nvidia wheels) in a venv of its own, linked by an rpath into that venv. It
 # compiles and links on a machine without a GPU; its own target folder keeps the CPU build.
+# That folder starts as a copy of the CPU build's when there is one, so only torch-sys and
+# what depends on it are compiled again.
 CUDA_VENV   ?= $(CACHE)/torch-2.11-cuda
 CUDA_TARGET ?= $(CACHE)/target-cuda
 build-cuda:
 	test -x $(CUDA_VENV)/bin/python || python3 -m venv $(CUDA_VENV)
+	test -d $(CUDA_TARGET) || ! test -d $(CARGO_TARGET_DIR)/release || cp -a $(CARGO_TARGET_DIR) $(CUDA_TARGET)
 	$(CUDA_VENV)/bin/pip install --quiet torch==2.11.0
 	VIRTUAL_ENV=$(CUDA_VENV) PATH=$(CUDA_VENV)/bin:$$PATH LIBTORCH= LIBTORCH_USE_PYTORCH=1 \
 	  LIBTORCH_BYPASS_VERSION_CHECK=1 CARGO_TARGET_DIR=$(CUDA_TARGET) \
-	  RUSTFLAGS="-C link-args=-Wl,-rpath,$$($(CUDA_VENV)/bin/python -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib" \
+	  ATTNRES_RPATH="$$($(CUDA_VENV)/bin/python -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib" \
 	  $(CARGO) build --release --locked --features tch
 	@echo "built $(CUDA_TARGET)/release/attnres against $(CUDA_VENV)"
 
 test: setup data
 	$(CARGO) test --release --locked --features $(FEATURES)
 
-# Speed and memory of baseline, Full and Block AttnRes at the reference size (not a test).
+# Speed and memory of baseline, Full and Block AttnRes (not a test): training and inference at
+# the reference size and at the quick sweep's sizes, into benches/cpu.txt (README, Performance).
 bench: build
-	$(BIN) bench
+	mkdir -p benches
+	{ $(BIN) bench --backend tch && \
+	  $(BIN) bench --backend tch --sizes sweeps/quick.yaml && \
+	  $(BIN) bench --backend tch --inference --context 128 --batch-size 1 && \
+	  $(BIN) bench --backend tch --inference --context 128 --batch-size 16 && \
+	  $(BIN) bench --backend tch --inference --context 1024 --batch-size 1 && \
+	  $(BIN) bench --backend tch --inference --context 1024 --batch-size 16 && \
+	  $(BIN) bench --backend tch --inference --sizes sweeps/quick.yaml --batch-size 1 && \
+	  $(BIN) bench --backend tch --inference --sizes sweeps/quick.yaml --batch-size 16; } | tee benches/cpu.txt
 
 # Property-based tests of the sweep loader at full strength (the test run tries 3,000 cases).
 fuzz: $(LIBTORCH)/.complete

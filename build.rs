@@ -1,8 +1,11 @@
 //! Embeds an rpath to `$LIBTORCH/lib` when the `tch` feature is on, so the binary finds the
-//! libtorch folder made by scripts/setup-libtorch.sh without LD_LIBRARY_PATH.
+//! libtorch folder made by scripts/setup-libtorch.sh without LD_LIBRARY_PATH; or to
+//! `$ATTNRES_RPATH` when set (`make build-cuda`: the venv's `torch/lib`). Set here rather than
+//! in RUSTFLAGS, which would make cargo rebuild every dependency.
 
 fn main() {
     println!("cargo:rerun-if-env-changed=LIBTORCH");
+    println!("cargo:rerun-if-env-changed=ATTNRES_RPATH");
     // The commit goes into every run's summary.json, marked `-dirty` when the code that
     // builds the binary differs from it (results must not name a commit they did not run).
     for path in [
@@ -43,8 +46,13 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_TCH").is_none() {
         return;
     }
-    if let Some(libtorch) = std::env::var_os("LIBTORCH") {
-        let lib = std::path::Path::new(&libtorch).join("lib");
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
-    }
+    let lib = match (
+        std::env::var_os("ATTNRES_RPATH"),
+        std::env::var_os("LIBTORCH"),
+    ) {
+        (Some(dir), _) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        (_, Some(libtorch)) if !libtorch.is_empty() => std::path::Path::new(&libtorch).join("lib"),
+        _ => return,
+    };
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
 }

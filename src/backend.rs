@@ -157,6 +157,25 @@ impl BackendKind {
     }
 }
 
+/// The CPU's model name and the vector extensions libtorch's kernels choose by
+/// (`/proc/cpuinfo`), e.g. `Intel(R) Xeon(R) Processor (avx2 avx512f amx_tile)`.
+pub fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |key: &str| {
+        info.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split(':').nth(1))
+            .map(str::trim)
+    };
+    let name = field("model name").unwrap_or("unknown CPU");
+    let flags: Vec<&str> = field("flags").unwrap_or("").split_whitespace().collect();
+    let isa: Vec<&str> = ["avx2", "avx512f", "avx512_bf16", "amx_tile"]
+        .into_iter()
+        .filter(|f| flags.contains(f))
+        .collect();
+    format!("{name} ({})", isa.join(" "))
+}
+
 /// The device for `kind` and a device name (`cpu`, `cuda`, `cuda:N`), without autodiff.
 pub fn device(kind: BackendKind, name: &str) -> Result<Device, BackendError> {
     let cuda_index = match name {

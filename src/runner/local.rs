@@ -159,7 +159,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
                         device: device.clone(),
                         ..opts.train.clone()
                     };
-                    let outcome = train_locked(run, &dir, &train_opts);
+                    let outcome = train_leased(run, &dir, &train_opts);
                     bar.finish_and_clear();
                     multi.remove(&bar);
                     overall.inc(1);
@@ -185,7 +185,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
     Ok(report)
 }
 
-pub(super) fn train_locked(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutcome {
+pub(super) fn train_leased(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutcome {
     let lease = match Lease::try_acquire(dir) {
         Ok(Claim::Held(lease)) => lease,
         Ok(Claim::Busy(holder)) => return RunOutcome::Busy(holder.describe()),
@@ -246,8 +246,8 @@ pub fn outcome_text(o: &RunOutcome) -> String {
             format!("stopped at step {step} (checkpointed; runs again from there)")
         }
         RunOutcome::Lost(step) => format!(
-            "stopped at step {step}: its lease was taken over (this process stalled past the \
-             lease's limit); the new holder trains it"
+            "stopped at step {step}: its lease was lost (taken over after this process \
+             stalled, or not refreshable); whoever holds it now trains it"
         ),
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 
-use super::local::{RunOutcome, train_locked};
+use super::local::{RunOutcome, train_leased};
 use crate::spec::{PlannedRun, Sweep};
 use crate::store::{RunDir, write_atomic};
 use crate::train::TrainOptions;
@@ -329,7 +329,7 @@ pub fn run_task(
         ..opts.clone()
     };
     let dir = RunDir::new(results_root.join(&sweep.file.name).join(&run.id));
-    let outcome = train_locked(run, &dir, &train);
+    let outcome = train_leased(run, &dir, &train);
     eprintln!(
         "task: {} {}: {}",
         run.id,

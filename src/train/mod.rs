@@ -74,6 +74,10 @@ pub struct Summary {
     pub backend: String,
     pub device: String,
     pub threads: Option<usize>,
+    /// The CPU's model name: libtorch's kernels round differently on different CPUs, so a
+    /// run retrains bit for bit only on the kind it was trained on (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
     pub git_commit: String,
     pub version: String,
     pub finished_at: String,

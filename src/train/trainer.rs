@@ -412,6 +412,7 @@ impl<'a> Trainer<'a> {
             backend: self.opts.backend.name().into(),
             device: self.opts.device.clone(),
             threads: self.opts.threads,
+            cpu: Some(backend::cpu_model()),
             git_commit: env!("ATTNRES_GIT_COMMIT").into(),
             version: env!("CARGO_PKG_VERSION").into(),
             finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())

@@ -196,7 +196,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
         }
         let report = Report {
-            machine: cpu_model(),
+            machine: backend::cpu_model(),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             threads: args.threads,
             backend: backend.name().into(),
@@ -340,19 +340,6 @@ fn print_table(r: &Report) {
         "\nstep ms: median of {} interleaved steps per case; vs baseline: median and quartiles of the per-round ratio to the first case of its size; peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
         r.rows.first().map_or(0, |row| row.steps)
     );
-}
-
-/// The CPU's model name (`/proc/cpuinfo`), or "unknown CPU".
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
 }
 
 /// Best-of-5 throughput of a 1024 x 1024 x 1024 matmul in the device's float type, in FLOP/s.
