@@ -120,14 +120,14 @@ fn reference_attnres(e: &[f32], queries: &[Vec<f32>], block_size: usize, toy: &T
     let layers = toy.0.len();
     let mut blocks = vec![e.to_vec()];
     let mut partial: Option<Vec<f32>> = None;
-    for l in 0..layers {
+    for (l, (query, gain)) in queries.iter().zip(&toy.0).enumerate() {
         if l % block_size == 0 {
             blocks.extend(partial.take());
         }
         let mut sources = blocks.clone();
         sources.extend(partial.clone());
-        let x = mix(&sources, &queries[l]);
-        let y: Vec<f32> = x.iter().map(|v| (v * toy.0[l]).tanh()).collect();
+        let x = mix(&sources, query);
+        let y: Vec<f32> = x.iter().map(|v| (v * gain).tanh()).collect();
         partial = Some(match partial {
             Some(p) => p.iter().zip(&y).map(|(a, b)| a + b).collect(),
             None => y,

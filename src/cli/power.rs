@@ -150,7 +150,7 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
 /// The sweep's cells (size, budget), from the plan: the baseline's compute, both arms' FLOPs.
 fn plan_cells(sweep: &Sweep, baseline: &str, arm: &str) -> Vec<PlanCell> {
     let mut cells: Vec<PlanCell> = Vec::new();
-    for r in sweep.runs.iter().filter(|r| &r.arm == baseline) {
+    for r in sweep.runs.iter().filter(|r| r.arm == baseline) {
         let label = format!(
             "{} ({} tokens)",
             r.size,

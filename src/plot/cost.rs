@@ -7,6 +7,9 @@ use plotters::prelude::*;
 use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, padded};
 pub use crate::analysis::cost::CostCurve;
 
+/// Which points of a curve a panel draws.
+type CurvePoints = fn(&CostCurve) -> &Vec<(f64, f64)>;
+
 struct Cost<'a> {
     title: String,
     curves: &'a [CostCurve],
@@ -31,7 +34,7 @@ impl Figure for Cost<'_> {
         let (w, _) = body.dim_in_pixel();
         let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
         let panels = plots.split_evenly((1, 2));
-        let views: [(&str, &str, fn(&CostCurve) -> &Vec<(f64, f64)>); 2] = [
+        let views: [(&str, &str, CurvePoints); 2] = [
             (
                 "memory I/O per token per layer",
                 "reads + writes (units of d)",
