@@ -5,8 +5,8 @@
 //! that the holder refreshes while it trains. It is created with `link(2)`, which is atomic
 //! on NFS as on local disks, so of two claimants exactly one gets it. A lease is taken over
 //! only when its holder is dead: its heartbeat is older than [`LeaseTiming::stale_after`], or
-//! it is this host's and its pid is gone, or it is this very Slurm array task (Slurm never
-//! runs two instances of one task, so the holder was a killed earlier attempt). A takeover
+//! it is this host's and its pid is gone, or it is an earlier attempt of this very Slurm task
+//! (`SLURM_RESTART_COUNT` below ours: Slurm runs one attempt at a time). A takeover
 //! goes through a second link, `lease.takeover`, so two claimants never take one stale lease
 //! together. A holder that finds its lease replaced (it stalled for longer than
 //! `stale_after`), or that cannot refresh it for half of that time, sets its `lost` flag and
@@ -50,6 +50,9 @@ pub struct Holder {
     pub pid: u32,
     /// `ARRAYJOB_TASK` (or the job id) when the holder is a Slurm task.
     pub job: Option<String>,
+    /// Slurm's `SLURM_RESTART_COUNT`: which attempt of that task (0 outside Slurm).
+    #[serde(default)]
+    pub attempt: u32,
     /// Random, per claim: tells two claims of one process apart.
     pub token: String,
     pub acquired: String,
@@ -64,6 +67,10 @@ impl Holder {
             host: hostname(),
             pid: std::process::id(),
             job: slurm_task(),
+            attempt: std::env::var("SLURM_RESTART_COUNT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
             token: format!("{:016x}", rand::rng().random::<u64>()),
             acquired: now.clone(),
             heartbeat: now,
@@ -86,8 +93,11 @@ impl Holder {
         if self.silent_for(now) > timing.stale_after {
             return true;
         }
-        if self.job.is_some() && self.job == claimant.job {
-            return true; // an earlier attempt of this Slurm task: Slurm runs one at a time
+        if self.job.is_some() && self.job == claimant.job && self.attempt < claimant.attempt {
+            // An earlier attempt of this Slurm task (requeued since): Slurm runs one at a
+            // time. Two processes of one attempt (two `attnres run` in one allocation) are
+            // both alive and are told apart by the rules below.
+            return true;
         }
         self.host == claimant.host && !pid_alive(self.pid)
     }
@@ -380,6 +390,7 @@ mod tests {
             host: host.into(),
             pid,
             job: job.map(String::from),
+            attempt: 0,
             token: format!("{:016x}", rand::rng().random::<u64>()),
             acquired: at.clone(),
             heartbeat: at,
@@ -455,13 +466,19 @@ mod tests {
             Lease::try_acquire_as(&dir, Holder::me(), FAST).unwrap(),
         ));
 
-        // A holder on another host with a fresh heartbeat but this claimant's Slurm task.
+        // A holder on another host with a fresh heartbeat: attempt 0 of task 16_3.
         let earlier = someone("node-c", 77, Some("16_3"), Duration::ZERO);
         write_holder(&path, &earlier).unwrap();
         let mut me = Holder::me();
         me.job = Some("16_4".into());
+        me.attempt = 1;
         busy(Lease::try_acquire_as(&dir, me.clone(), FAST).unwrap());
+        // The same attempt of the same task (two processes in one allocation): both alive.
         me.job = Some("16_3".into());
+        me.attempt = 0;
+        busy(Lease::try_acquire_as(&dir, me.clone(), FAST).unwrap());
+        // Its requeued attempt takes over at once.
+        me.attempt = 1;
         drop(held(Lease::try_acquire_as(&dir, me, FAST).unwrap()));
     }
 
