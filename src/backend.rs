@@ -33,19 +33,21 @@ impl Precision {
         *self == Self::F32
     }
 
-    pub fn name(self) -> &'static str {
+    /// The storage type it is, as the cost formulas count it.
+    pub fn storage(self) -> crate::cost::Dtype {
         match self {
-            Self::F32 => "f32",
-            Self::Bf16 => "bf16",
+            Self::F32 => crate::cost::Dtype::F32,
+            Self::Bf16 => crate::cost::Dtype::Bf16,
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.storage().name()
     }
 
     /// Bytes per element.
     pub fn bytes(self) -> f64 {
-        match self {
-            Self::F32 => 4.0,
-            Self::Bf16 => 2.0,
-        }
+        self.storage().bytes()
     }
 
     fn dtype(self) -> FloatDType {

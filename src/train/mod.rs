@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::BackendKind;
 use crate::model::flops::ParamCounts;
 
-pub use trainer::train;
+pub use trainer::{set_threads, train};
 
 /// How to run (not what to run: that is the RunSpec).
 #[derive(Debug, Clone)]

@@ -67,7 +67,8 @@ fn validate(spec: &RunSpec) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn set_threads(threads: Option<usize>) {
+/// Sets the backend's CPU threads (libtorch and the rayon pool) for this process.
+pub fn set_threads(threads: Option<usize>) {
     let Some(n) = threads else { return };
     #[cfg(feature = "tch")]
     tch::set_num_threads(n as i32);

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, BackendKind, Precision};
@@ -41,13 +41,7 @@ pub struct Ended {
 
 /// The child's side: build the case, answer `step` with seconds, end on `end` or EOF.
 pub fn serve(kind: BackendKind, device: &str, case: &Case) -> anyhow::Result<()> {
-    if let Some(n) = case.threads {
-        #[cfg(feature = "tch")]
-        tch::set_num_threads(n as i32);
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global();
-    }
+    crate::train::set_threads(case.threads);
     let device_name = device;
     let device = backend::device(kind, device)?;
     backend::set_precision(kind, &device, case.precision)?;
@@ -94,9 +88,7 @@ fn stepper(case: &Case, device: &Device) -> anyhow::Result<Step> {
         let device = device.clone();
         return Ok(Box::new(move || {
             let start = Instant::now();
-            let input =
-                Tensor::<2, Int>::from_data(TensorData::new(batch.input.clone(), [b, t]), &device);
-            let logits = model.forward_inference(input);
+            let logits = model.forward_inference(BatchTensors::new(&batch, &device).input);
             // Reading a value waits for the forward to finish on asynchronous devices.
             let _ = logits.slice([0..1, 0..1, 0..1]).try_into_scalar::<f32>()?;
             Ok(start.elapsed().as_secs_f64())
