@@ -5,6 +5,7 @@ mod common;
 
 use attnres::backend::{BackendKind, device};
 use attnres::model::Lm;
+use attnres::model::residual::Trace;
 use common::*;
 
 #[test]
@@ -18,7 +19,7 @@ fn tch_and_flex_agree() {
             let model = perturb(Lm::init(&config, 30, d).unwrap(), 32, 0.3);
             (
                 to_vec(model.forward(tokens(&input, 2, d))),
-                to_vec(model.forward_inference(tokens(&input, 2, d))),
+                to_vec(model.forward_traced(tokens(&input, 2, d), &mut Trace::default())),
             )
         };
         let (a, a2) = logits(&tch);
@@ -31,7 +32,7 @@ fn tch_and_flex_agree() {
         );
         assert!(
             max_abs_diff(&a2, &b2) < 1e-4,
-            "{label} (inference): {}",
+            "{label} (naive path): {}",
             max_abs_diff(&a2, &b2)
         );
     }

@@ -156,7 +156,10 @@ fn attnres_matches_an_independent_loop() {
         let toy = Toy((0..config.n_layers())
             .map(|l| 0.6 + 0.3 * l as f32)
             .collect());
-        let got = to_vec(attnres.forward(e, &toy, None));
+        let paths = [
+            ("naive", to_vec(attnres.forward_naive(e.clone(), &toy, None))),
+            ("two-phase", to_vec(attnres.forward_two_phase(e, &toy))),
+        ];
         // Each step's query with the key norm's gain folded in: w . (r(v) g) = (w g) . r(v).
         let queries: Vec<Vec<f32>> = attnres
             .mixes
@@ -176,8 +179,10 @@ fn attnres_matches_an_independent_loop() {
         );
         for pos in 0..t {
             let want = reference_attnres(&e_data[pos * d..(pos + 1) * d], &queries, s, &toy);
-            let diff = max_abs_diff(&got[pos * d..(pos + 1) * d], &want);
-            assert!(diff < 1e-5, "S = {s}, token {pos}: max diff {diff}");
+            for (path, got) in &paths {
+                let diff = max_abs_diff(&got[pos * d..(pos + 1) * d], &want);
+                assert!(diff < 1e-5, "{path}, S = {s}, token {pos}: max diff {diff}");
+            }
         }
     }
 }
@@ -214,7 +219,7 @@ fn block_at_least_depth_has_two_sources() {
     assert_eq!(counts, vec![1, 2, 3, 4, 5, 6, 7]);
 }
 
-/// The two-phase inference path equals the naive path on random weights.
+/// The two-phase path (training and inference) equals the naive path on random weights.
 #[test]
 fn two_phase_matches_naive() {
     let device = test_device();
@@ -249,8 +254,8 @@ fn two_phase_matches_naive() {
         };
         assert!(r.supports_two_phase(), "{}", config.residual.label());
         let input = tokens(&random_tokens(23, 3, 12, 37), 3, &device);
-        let naive = to_vec(model.forward(input.clone()));
-        let two_phase = to_vec(model.forward_inference(input));
+        let naive = to_vec(model.forward_traced(input.clone(), &mut Trace::default()));
+        let two_phase = to_vec(model.forward(input));
         let diff = max_abs_diff(&naive, &two_phase);
         assert!(
             diff < 1e-5,

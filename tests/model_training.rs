@@ -165,3 +165,52 @@ fn input_dependent_query_moves_like_a_pseudo_query() {
          {pseudo:.5} (pseudo-query): ratio {ratio:.2}"
     );
 }
+
+/// The two-phase path that training takes (`forward`) and the naive path (`forward_traced`)
+/// give the same loss and the same gradient for every parameter, on perturbed weights with
+/// sharp depth weights, for every variant the two-phase path batches.
+#[test]
+fn two_phase_training_gradients_equal_the_naive_ones() {
+    let device = test_device().autodiff();
+    let (input, target) = batch(11, 3, 12, 37);
+    let mut checked = 0;
+    for residual in all_variants() {
+        let config = tiny(residual);
+        let depth_std = |path: &str| if path.starts_with("residual") { 1.5 } else { 0.3 };
+        let model = perturb_by_path(Lm::init(&config, 12, &device).unwrap(), 13, depth_std);
+        let Residual::AttnRes(r) = &model.residual else {
+            continue;
+        };
+        if !r.supports_two_phase() {
+            continue;
+        }
+        let label = config.residual.label();
+        // Each loss with its own backward: the two graphs share the parameters' nodes.
+        let run = |naive: bool| {
+            let logits = if naive {
+                model.forward_traced(input.clone(), &mut Trace::default())
+            } else {
+                model.forward(input.clone())
+            };
+            let l = masked_cross_entropy(logits, target.clone(), None);
+            let value = l.clone().into_scalar::<f32>();
+            (value, named_grads(&model, &GradientsParams::from_grads(l.backward(), &model)))
+        };
+        let ((lf, gf), (ln, gn)) = (run(false), run(true));
+        assert!((lf - ln).abs() <= 1e-6 * ln.abs().max(1.0), "{label}: loss {lf} vs {ln}");
+        assert_eq!(gf.len(), gn.len(), "{label}: parameters with a gradient");
+        for (a, b) in gf.into_iter().zip(gn) {
+            assert_eq!(a.path, b.path);
+            let (a_v, b_v) = (to_vec(a.value), to_vec(b.value));
+            let scale = b_v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            let diff = max_abs_diff(&a_v, &b_v);
+            assert!(
+                diff <= 1e-4 * scale.max(1e-3),
+                "{label} {}: gradient differs by {diff} (largest entry {scale})",
+                a.path
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} variants took the two-phase path");
+}

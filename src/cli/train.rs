@@ -200,7 +200,7 @@ pub fn run_score(args: ScoreArgs) -> anyhow::Result<()> {
             mask: None,
         };
         let bt = BatchTensors::new(&batch, &device);
-        let loss = masked_cross_entropy(model.forward_inference(bt.input), bt.target, None)
+        let loss = masked_cross_entropy(model.forward(bt.input), bt.target, None)
             .try_into_scalar::<f32>()?;
         nats += f64::from(loss) * len as f64;
         count += len;

@@ -94,24 +94,18 @@ impl Lm {
         }
     }
 
-    /// `tokens` `[B, T]` -> logits `[B, T, vocab]`; the differentiable training path.
+    /// `tokens` `[B, T]` -> logits `[B, T, vocab]`: the differentiable path of training, eval
+    /// and generation (two-phase Block AttnRes where it applies).
     pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
         let e = embedding(self.embed.val(), tokens); // [B, T, d]
         let x = self.residual.forward(e, &self.sublayers(), None);
         self.logits(x)
     }
 
-    /// The training path, recording the probes of SPEC section 8 into `trace`.
+    /// The naive path, recording the probes of SPEC section 8 into `trace`.
     pub fn forward_traced(&self, tokens: Tensor<2, Int>, trace: &mut Trace) -> Tensor<3> {
         let e = embedding(self.embed.val(), tokens); // [B, T, d]
         let x = self.residual.forward(e, &self.sublayers(), Some(trace));
-        self.logits(x)
-    }
-
-    /// The inference path (two-phase Block AttnRes where it applies), for eval and generation.
-    pub fn forward_inference(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
-        let e = embedding(self.embed.val(), tokens); // [B, T, d]
-        let x = self.residual.forward_inference(e, &self.sublayers());
         self.logits(x)
     }
 

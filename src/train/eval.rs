@@ -73,7 +73,7 @@ pub fn evaluate(
     let (mut nats, mut scored, mut correct) = (0.0f64, 0usize, 0.0f64);
     for batch in batches {
         let t = BatchTensors::new(batch, device);
-        let logits = model.forward_inference(t.input);
+        let logits = model.forward(t.input);
         let n = batch.scored();
         let loss = masked_cross_entropy(logits.clone(), t.target.clone(), t.mask.clone())
             .try_into_scalar::<f32>()?;

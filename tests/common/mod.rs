@@ -108,7 +108,11 @@ pub fn perturb_by_path(model: Lm, seed: u64, std_for: impl Fn(&str) -> f32) -> L
                     .map(|_| (rng.random::<f32>() - 0.5) * 2.0 * std)
                     .collect();
                 let noise = Tensor::<D>::from_data(TensorData::new(noise, shape), &t.device());
-                t + noise
+                // A leaf again, not the output of an addition, so that autodiff models can
+                // run more than one backward.
+                let tracked = t.is_require_grad();
+                let t = (t + noise).detach();
+                if tracked { t.require_grad() } else { t }
             })
         }
     }

@@ -88,7 +88,7 @@ fn stepper(case: &Case, device: &Device) -> anyhow::Result<Step> {
         let device = device.clone();
         return Ok(Box::new(move || {
             let start = Instant::now();
-            let logits = model.forward_inference(BatchTensors::new(&batch, &device).input);
+            let logits = model.forward(BatchTensors::new(&batch, &device).input);
             // Reading a value waits for the forward to finish on asynchronous devices.
             let _ = logits.slice([0..1, 0..1, 0..1]).try_into_scalar::<f32>()?;
             Ok(start.elapsed().as_secs_f64())

@@ -1,5 +1,6 @@
 //! Block AttnRes (SPEC sections 3, 4 and 6): each layer reads a learned softmax over depth
-//! sources. Full AttnRes is the same code with `S = 1`.
+//! sources. Full AttnRes is the same code with `S = 1`. This file holds the naive path;
+//! `two_phase.rs` the batched one that training and inference take when they can.
 
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -179,8 +180,9 @@ impl AttnRes {
         self.mixes.len() - 1
     }
 
-    /// The naive path: every layer scores all of its sources.
-    pub fn forward(
+    /// The naive path: every layer scores all of its sources, one at a time. Traced forwards
+    /// and the scorers the two-phase path cannot batch take it.
+    pub fn forward_naive(
         &self,
         e: Tensor<3>,
         layers: &dyn Sublayers,

@@ -42,7 +42,9 @@ impl Residual {
         }
     }
 
-    /// The training path: differentiable, records probes into `trace` when given.
+    /// The training and inference path: differentiable. Without a trace, Block AttnRes takes
+    /// its two-phase path (SPEC section 5) where it applies; with one, every family takes its
+    /// naive path, which records each step's depth weights into `trace`.
     pub fn forward(
         &self,
         e: Tensor<3>,
@@ -51,17 +53,11 @@ impl Residual {
     ) -> Tensor<3> {
         match self {
             Self::Baseline(r) => r.forward(e, layers, trace),
-            Self::AttnRes(r) => r.forward(e, layers, trace),
+            Self::AttnRes(r) if trace.is_none() && r.supports_two_phase() => {
+                r.forward_two_phase(e, layers)
+            }
+            Self::AttnRes(r) => r.forward_naive(e, layers, trace),
             Self::DenseFormer(r) => r.forward(e, layers, trace),
-        }
-    }
-
-    /// The inference path: two-phase Block AttnRes (SPEC section 5) where it applies, the
-    /// training path everywhere else.
-    pub fn forward_inference(&self, e: Tensor<3>, layers: &dyn Sublayers) -> Tensor<3> {
-        match self {
-            Self::AttnRes(r) if r.supports_two_phase() => r.forward_two_phase(e, layers),
-            _ => self.forward(e, layers, None),
         }
     }
 }

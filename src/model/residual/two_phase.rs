@@ -1,27 +1,39 @@
-//! The two-phase inference path of Block AttnRes (SPEC section 5).
+//! The two-phase path of Block AttnRes (SPEC section 5), used for training and inference
+//! alike whenever no probe trace is asked for.
 //!
-//! Pseudo-queries do not depend on the input, so phase 1 scores all queries of a block
-//! against the completed sources in one batched matmul and keeps, per query and token, the
-//! unnormalised sum `o1`, the max logit `m1` and the sum of exponentials `s1`. Phase 2 walks
-//! the block's layers and merges in the single partial-sum source with an online softmax.
-//! Only the static pseudo-query scorer without a window can be batched this way; other
-//! ablations take the naive path.
+//! Pseudo-queries do not depend on the input, so every logit a source will ever get is known
+//! the moment the source exists: one matmul scores it against the queries of every later
+//! mixing step, and it is never read for scoring again. Phase 1 of each block then forms,
+//! for all of the block's queries at once, the softmax over the completed sources and its
+//! weighted sum (one batched matmul over the block's stacked sources); phase 2 walks the
+//! block's layers and merges in the single partial-sum source with the online-softmax
+//! update. Only the static pseudo-query scorer without a window can be batched this way;
+//! other ablations, and traced forwards (which report every step's weights), take the
+//! naive path of `attnres.rs`, which the tests hold this path to.
 
 use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
 
 use super::Sublayers;
 use super::attnres::{AttnRes, DepthMix, Scorer};
-use crate::model::norm::rms_normalize;
+use crate::model::norm::RMS_EPS;
 
-/// Phase-1 statistics for the `Q` queries of one block, per head.
+/// A completed source as the batched path keeps it.
+struct Source {
+    /// `[H, BT, 1, d/H]`: the value, head-major so that stacking is one `cat`.
+    value: Tensor<4>,
+    /// `[H, BT, M]`: its logits for mixing steps `first..=L`.
+    logits: Tensor<3>,
+    first: usize,
+}
+
+/// Phase-1 results for the `Q` queries of one block, per head.
 struct PhaseOne {
-    /// `[BT, H, Q, d/H]`: `sum_i e^{logit_i - m1} v_i` (softmax) or `sum_i sigmoid(logit_i) v_i`.
+    /// `[H, BT, Q, d/H]`: the softmax-weighted (or sigmoid-weighted) sum of the completed
+    /// sources, already normalised.
     o1: Tensor<4>,
-    /// `[BT, H, 1, Q]`: the max logit over the completed sources.
-    m1: Tensor<4>,
-    /// `[BT, H, 1, Q]`: `sum_i e^{logit_i - m1}`.
-    s1: Tensor<4>,
+    /// `[H, BT, 1, Q]`: log-sum-exp of the completed sources' logits (softmax only).
+    lse: Option<Tensor<4>>,
 }
 
 impl AttnRes {
@@ -33,102 +45,153 @@ impl AttnRes {
                 .all(|m| matches!(m.scorer, Scorer::PseudoQuery(_)))
     }
 
-    /// Equals [`AttnRes::forward`] (up to float rounding); needs [`Self::supports_two_phase`].
+    /// Equals [`AttnRes::forward_naive`] up to float rounding; needs
+    /// [`Self::supports_two_phase`]. Differentiable.
     pub fn forward_two_phase(&self, e: Tensor<3>, layers: &dyn Sublayers) -> Tensor<3> {
         let [b, t, d] = e.dims();
         let n_layers = self.n_layers();
-        let mut completed = vec![e];
+        let mixing = Mixing::new(self, b * t, d);
+        let mut completed = vec![mixing.source(e, 0)];
         for start in (0..n_layers).step_by(self.block_size) {
-            let block: Vec<usize> = (start..(start + self.block_size).min(n_layers)).collect();
-            let phase = self.phase_one(&completed, &block);
+            let end = (start + self.block_size).min(n_layers);
+            let phase = mixing.phase_one(&completed, start, end - start);
             let mut partial: Option<Tensor<3>> = None;
-            for (j, &l) in block.iter().enumerate() {
-                let mix = &self.mixes[l];
-                let (h, bt) = (mix.heads, b * t);
-                let o1 = phase.o1.clone().narrow(2, j, 1).reshape([bt, h, d / h]);
-                let m1 = phase.m1.clone().narrow(3, j, 1).reshape([bt, h, 1]);
-                let s1 = phase.s1.clone().narrow(3, j, 1).reshape([bt, h, 1]);
-                let x = match &partial {
-                    None if mix.sigmoid => o1,
-                    None => o1 / s1,
-                    Some(p) => {
-                        let m2 = score_one(mix, p.clone()); // [BT, H, 1]
-                        let p = p.clone().reshape([bt, h, d / h]);
-                        if mix.sigmoid {
-                            o1 + p * sigmoid(m2)
-                        } else {
-                            let m = m1.clone().max_pair(m2.clone());
-                            let (a1, a2) = ((m1 - m.clone()).exp(), (m2 - m).exp());
-                            (o1 * a1.clone() + p * a2.clone()) / (s1 * a1 + a2)
+            for (j, l) in (start..end).enumerate() {
+                let o1 = phase.o1.clone().narrow(2, j, 1); // [H, BT, 1, d/H]
+                let x = match (&partial, &phase.lse) {
+                    (None, _) => o1,
+                    (Some(p), lse) => {
+                        let (value, logit) = mixing.score_partial(p.clone(), l); // [H, BT, 1, *]
+                        match lse {
+                            // The partial's share of the softmax over all sources.
+                            Some(lse) => {
+                                let beta = sigmoid(logit - lse.clone().narrow(3, j, 1));
+                                o1.clone() + (value - o1) * beta
+                            }
+                            None => o1 + value * sigmoid(logit),
                         }
                     }
-                }
-                .reshape([b, t, d]);
-                let y = layers.apply(l, x);
+                };
+                let y = layers.apply(l, mixing.to_stream(x, b, t));
                 partial = Some(match partial {
                     Some(p) => p + y,
                     None => y,
                 });
             }
-            completed.extend(partial);
+            if let Some(p) = partial {
+                completed.push(mixing.source(p, end));
+            }
         }
-        let keys: Vec<Tensor<3>> = completed
-            .iter()
-            .map(|v| {
-                if self.mixes[n_layers].uses_key_norm() {
-                    rms_normalize(v.clone())
-                } else {
-                    v.clone()
-                }
-            })
-            .collect();
-        self.mixes[n_layers].forward(&completed, &keys).0
-    }
-
-    /// Scores the queries of `block` against `completed` in one batched matmul.
-    fn phase_one(&self, completed: &[Tensor<3>], block: &[usize]) -> PhaseOne {
-        let k = completed.len();
-        let [b, t, d] = completed[0].dims();
-        let first = &self.mixes[block[0]];
-        let (h, q, bt) = (first.heads, block.len(), b * t);
-        let values = Tensor::stack::<4>(completed.to_vec(), 0); // [K, B, T, d]
-        let keys = if has_key_norm(first) {
-            rms_normalize(values.clone())
-        } else {
-            values.clone()
-        };
-        let keys = keys.reshape([k, bt, h, d / h]).permute([1, 2, 0, 3]); // [BT, H, K, d/H]
-        let queries: Vec<Tensor<1>> = block
-            .iter()
-            .map(|&l| effective_query(&self.mixes[l]))
-            .collect();
-        let queries = Tensor::stack::<2>(queries, 0) // [Q, d]
-            .reshape([q, h, d / h])
-            .permute([1, 2, 0]) // [H, d/H, Q]
-            .unsqueeze::<4>()
-            .expand([bt, h, d / h, q]);
-        let logits = keys.matmul(queries); // [BT, H, K, Q]
-        let values = values.reshape([k, bt, h, d / h]).permute([1, 2, 0, 3]); // [BT, H, K, d/H]
-        let (weights, m1, s1) = if first.sigmoid {
-            let ones = Tensor::ones([bt, h, 1, q], &logits.device());
-            (sigmoid(logits), ones.clone(), ones)
-        } else {
-            let m1 = logits.clone().max_dim(2); // [BT, H, 1, Q]
-            let weights = (logits - m1.clone()).exp(); // [BT, H, K, Q]
-            let s1 = weights.clone().sum_dim(2); // [BT, H, 1, Q]
-            (weights, m1, s1)
-        };
-        let o1 = weights.swap_dims(2, 3).matmul(values); // [BT, H, Q, d/H]
-        PhaseOne { o1, m1, s1 }
+        let out = mixing.phase_one(&completed, n_layers, 1).o1;
+        mixing.to_stream(out, b, t)
     }
 }
 
-fn has_key_norm(mix: &DepthMix) -> bool {
-    matches!(&mix.scorer, Scorer::PseudoQuery(s) if s.key_norm.is_some())
+/// What one forward shares across its blocks: the queries of every step, stacked.
+struct Mixing<'a> {
+    attnres: &'a AttnRes,
+    /// `[H, d/H, L + 1]`: the effective query of every mixing step.
+    queries: Tensor<3>,
+    heads: usize,
+    bt: usize,
+    d: usize,
+    key_norm: bool,
+    sigmoid: bool,
 }
 
-/// `w ⊙ g`: the key norm's gain folded into the query, so that all queries of a block can
-/// share one normalised key tensor.
+impl<'a> Mixing<'a> {
+    fn new(attnres: &'a AttnRes, bt: usize, d: usize) -> Self {
+        let first = &attnres.mixes[0];
+        let heads = first.heads;
+        let steps = attnres.mixes.len();
+        let queries: Vec<Tensor<1>> = attnres.mixes.iter().map(effective_query).collect();
+        let queries = Tensor::stack::<2>(queries, 1) // [d, L + 1]
+            .reshape([heads, d / heads, steps]);
+        Self {
+            attnres,
+            queries,
+            heads,
+            bt,
+            d,
+            key_norm: first.uses_key_norm(),
+            sigmoid: first.sigmoid,
+        }
+    }
+
+    /// `[B, T, d]` to head-major `[H, BT, d/H]`.
+    fn heads_first(&self, x: Tensor<3>) -> Tensor<3> {
+        let dh = self.d / self.heads;
+        x.reshape([self.bt, self.heads, dh]).swap_dims(0, 1) // [H, BT, d/H]
+    }
+
+    /// Head-major `[H, BT, 1, d/H]` back to the stream's `[B, T, d]`.
+    fn to_stream(&self, x: Tensor<4>, b: usize, t: usize) -> Tensor<3> {
+        let dh = self.d / self.heads;
+        x.reshape([self.heads, self.bt, dh])
+            .swap_dims(0, 1) // [BT, H, d/H]
+            .reshape([b, t, self.d])
+    }
+
+    /// Logits `[H, BT, M]` of `v` `[B, T, d]` for the queries of steps `first..first + M`.
+    /// With the key norm they are `(v . q) / rms(v)`, which never forms the normalised key.
+    fn logits(&self, v: Tensor<3>, first: usize, m: usize) -> Tensor<3> {
+        let queries = self.queries.clone().narrow(2, first, m); // [H, d/H, M]
+        let dots = self.heads_first(v.clone()).matmul(queries); // [H, BT, M]
+        if self.key_norm {
+            let inv_rms = (v.square().mean_dim(2) + RMS_EPS).sqrt().recip(); // [B, T, 1]
+            dots * inv_rms.reshape([1, self.bt, 1])
+        } else {
+            dots
+        }
+    }
+
+    /// Makes source `v` `[B, T, d]`, first read by mixing step `first`, scoring it against
+    /// the queries of steps `first..=L` in one matmul.
+    fn source(&self, v: Tensor<3>, first: usize) -> Source {
+        let steps = self.attnres.mixes.len();
+        let logits = self.logits(v.clone(), first, steps - first);
+        Source {
+            value: self.heads_first(v).unsqueeze_dim(2),
+            logits,
+            first,
+        }
+    }
+
+    /// The partial sum `p` `[B, T, d]` as a value `[H, BT, 1, d/H]` and its logit for step
+    /// `l` `[H, BT, 1, 1]`.
+    fn score_partial(&self, p: Tensor<3>, l: usize) -> (Tensor<4>, Tensor<4>) {
+        let logit = self.logits(p.clone(), l, 1); // [H, BT, 1]
+        (
+            self.heads_first(p).unsqueeze_dim(2),
+            logit.unsqueeze_dim(2),
+        )
+    }
+
+    /// Phase 1 for the `q` steps `start..start + q` over the completed sources.
+    fn phase_one(&self, completed: &[Source], start: usize, q: usize) -> PhaseOne {
+        let logits: Vec<Tensor<4>> = completed
+            .iter()
+            .map(|s| s.logits.clone().narrow(2, start - s.first, q).unsqueeze_dim(2)) // [H, BT, 1, Q]
+            .collect();
+        let logits = Tensor::cat(logits, 2); // [H, BT, K, Q]
+        let values: Vec<Tensor<4>> = completed.iter().map(|s| s.value.clone()).collect();
+        let values = Tensor::cat(values, 2); // [H, BT, K, d/H]
+        let (weights, lse) = if self.sigmoid {
+            (sigmoid(logits), None)
+        } else {
+            let max = logits.clone().max_dim(2).detach(); // [H, BT, 1, Q]
+            let exp = (logits - max.clone()).exp(); // [H, BT, K, Q]
+            let sum = exp.clone().sum_dim(2); // [H, BT, 1, Q]
+            let lse = sum.clone().log() + max;
+            (exp / sum, Some(lse))
+        };
+        let o1 = weights.swap_dims(2, 3).matmul(values); // [H, BT, Q, d/H]
+        PhaseOne { o1, lse }
+    }
+}
+
+/// `w ⊙ g`: the key norm's gain folded into the query, so that all queries can share one
+/// normalised key per source.
 fn effective_query(mix: &DepthMix) -> Tensor<1> {
     match &mix.scorer {
         Scorer::PseudoQuery(s) => match &s.key_norm {
@@ -138,17 +201,4 @@ fn effective_query(mix: &DepthMix) -> Tensor<1> {
         // supports_two_phase() admits only pseudo-queries.
         _ => unreachable!("two-phase path called on a scorer it does not support"),
     }
-}
-
-/// The logit of one source `p` `[B, T, d]` for `mix`'s query: `[BT, H, 1]`.
-fn score_one(mix: &DepthMix, p: Tensor<3>) -> Tensor<3> {
-    let [b, t, d] = p.dims();
-    let h = mix.heads;
-    let key = if has_key_norm(mix) {
-        rms_normalize(p)
-    } else {
-        p
-    };
-    let query = effective_query(mix).reshape([1, h, d / h]);
-    (key.reshape([b * t, h, d / h]) * query).sum_dim(2) // [BT, H, 1]
 }
