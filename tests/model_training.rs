@@ -176,7 +176,13 @@ fn two_phase_training_gradients_equal_the_naive_ones() {
     let mut checked = 0;
     for residual in all_variants() {
         let config = tiny(residual);
-        let depth_std = |path: &str| if path.starts_with("residual") { 1.5 } else { 0.3 };
+        let depth_std = |path: &str| {
+            if path.starts_with("residual") {
+                1.5
+            } else {
+                0.3
+            }
+        };
         let model = perturb_by_path(Lm::init(&config, 12, &device).unwrap(), 13, depth_std);
         let Residual::AttnRes(r) = &model.residual else {
             continue;
@@ -194,10 +200,16 @@ fn two_phase_training_gradients_equal_the_naive_ones() {
             };
             let l = masked_cross_entropy(logits, target.clone(), None);
             let value = l.clone().into_scalar::<f32>();
-            (value, named_grads(&model, &GradientsParams::from_grads(l.backward(), &model)))
+            (
+                value,
+                named_grads(&model, &GradientsParams::from_grads(l.backward(), &model)),
+            )
         };
         let ((lf, gf), (ln, gn)) = (run(false), run(true));
-        assert!((lf - ln).abs() <= 1e-6 * ln.abs().max(1.0), "{label}: loss {lf} vs {ln}");
+        assert!(
+            (lf - ln).abs() <= 1e-6 * ln.abs().max(1.0),
+            "{label}: loss {lf} vs {ln}"
+        );
         assert_eq!(gf.len(), gn.len(), "{label}: parameters with a gradient");
         for (a, b) in gf.into_iter().zip(gn) {
             assert_eq!(a.path, b.path);
@@ -212,5 +224,8 @@ fn two_phase_training_gradients_equal_the_naive_ones() {
         }
         checked += 1;
     }
-    assert!(checked >= 5, "only {checked} variants took the two-phase path");
+    assert!(
+        checked >= 5,
+        "only {checked} variants took the two-phase path"
+    );
 }

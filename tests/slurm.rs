@@ -94,9 +94,11 @@ fn done(dir: &Path) -> bool {
 }
 
 /// Waits until `n` runs of the sweep are done, releasing requeued tasks from their two-minute
-/// hold as they appear.
+/// hold 5 s after they appear: released at once, slurmd can still be tearing down the killed
+/// attempt and refuses the new one ("Job credential revoked"), which fails the task.
 fn wait_done(cluster: &Cluster, results: &Path, name: &str, n: usize) {
     let start = Instant::now();
+    let mut held_since: std::collections::HashMap<String, Instant> = Default::default();
     loop {
         let finished = run_dirs(results, name).iter().filter(|d| done(d)).count();
         if finished >= n {
@@ -109,6 +111,12 @@ fn wait_done(cluster: &Cluster, results: &Path, name: &str, n: usize) {
             .unwrap();
         for line in String::from_utf8_lossy(&queue.stdout).lines() {
             if let Some((task, "BeginTime")) = line.split_once(' ') {
+                let since = *held_since
+                    .entry(task.to_string())
+                    .or_insert_with(Instant::now);
+                if since.elapsed() < Duration::from_secs(5) {
+                    continue;
+                }
                 let _ = cluster
                     .cmd("scontrol")
                     .args(["update", &format!("jobid={task}"), "StartTime=now"])

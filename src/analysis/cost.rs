@@ -26,6 +26,10 @@ pub fn scheme_at(residual: &ResidualConfig, layers: usize) -> Scheme {
     match residual {
         ResidualConfig::Baseline => Scheme::Standard,
         ResidualConfig::Denseformer => Scheme::DenseFormer { blocks: l / 2.0 },
+        // HC and mHC-lite move the same m streams per layer as mHC.
+        ResidualConfig::Hyper(h) => Scheme::Mhc {
+            m: h.streams as f64,
+        },
         ResidualConfig::AttnRes(c) if c.block_size == 1 => Scheme::Full { s: l / 8.0, n: 8.0 },
         ResidualConfig::AttnRes(c) => {
             let s = c.block_size.min(layers) as f64;

@@ -7,7 +7,8 @@ use anyhow::Context;
 use clap::Args;
 
 use super::{InputError, thousands};
-use crate::model::config::{ModelConfig, ResidualConfig};
+use crate::analysis::cost::scheme_at;
+use crate::model::config::{HyperConfig, ModelConfig, ResidualConfig};
 use crate::model::flops::{PFLOPS_DAY, flops_per_token, param_counts, source_bytes_per_token};
 use crate::model::sources::{depth_source_counts, peak_stream_vectors};
 
@@ -122,19 +123,36 @@ fn configs_from(args: &ModelArgs) -> anyhow::Result<Vec<ModelConfig>> {
         .collect()
 }
 
-/// `baseline`, `full`, `block:S` or `denseformer`.
+/// `baseline`, `full`, `block:S`, `denseformer`, `hc:M`, `mhc:M` or `mhc_lite:M` (`M`
+/// streams; 4 when left out).
 pub fn parse_residual(s: &str) -> Result<ResidualConfig, InputError> {
-    match s.trim() {
-        "baseline" => Ok(ResidualConfig::Baseline),
-        "full" => Ok(ResidualConfig::full()),
-        "denseformer" => Ok(ResidualConfig::Denseformer),
-        other => match other.strip_prefix("block:").map(str::parse::<usize>) {
-            Some(Ok(size)) => Ok(ResidualConfig::block(size)),
-            _ => Err(InputError(format!(
-                "--residual: unknown variant `{other}`; use baseline, full, block:S (e.g. block:4) \
-                 or denseformer; ablations go in a --config file"
-            ))),
-        },
+    let unknown = |other: &str| {
+        InputError(format!(
+            "--residual: unknown variant `{other}`; use baseline, full, block:S (e.g. block:4), \
+             denseformer, hc:M, mhc:M or mhc_lite:M (M streams, e.g. hc:4); ablations go in a \
+             --config file"
+        ))
+    };
+    let s = s.trim();
+    let (name, arg) = match s.split_once(':') {
+        Some((name, arg)) => (name, Some(arg.parse::<usize>().map_err(|_| unknown(s))?)),
+        None => (s, None),
+    };
+    let streams = arg.unwrap_or(HyperConfig::DEFAULT_STREAMS);
+    let hyper = |h: HyperConfig| {
+        h.validate()
+            .map(|()| ResidualConfig::Hyper(h))
+            .map_err(|e| InputError(format!("--residual {s}: {e}")))
+    };
+    match (name, arg) {
+        ("baseline", None) => Ok(ResidualConfig::Baseline),
+        ("full", None) => Ok(ResidualConfig::full()),
+        ("denseformer", None) => Ok(ResidualConfig::Denseformer),
+        ("block", Some(size)) => Ok(ResidualConfig::block(size)),
+        ("hc", _) => hyper(HyperConfig::hc(streams)),
+        ("mhc", _) => hyper(HyperConfig::mhc(streams)),
+        ("mhc_lite", _) => hyper(HyperConfig::mhc_lite(streams)),
+        _ => Err(unknown(s)),
     }
 }
 
@@ -149,6 +167,7 @@ fn summary_json(c: &ModelConfig) -> serde_json::Value {
         "depth_sources": depth_source_counts(c),
         "source_vectors_per_token": peak_stream_vectors(c),
         "source_bytes_per_token_f32": source_bytes_per_token(c),
+        "depth_io_per_layer_d_vectors": scheme_at(&c.residual, c.n_layers()).total().vectors,
     })
 }
 
@@ -216,6 +235,9 @@ pub fn render_table(configs: &[ModelConfig]) -> String {
             .copied()
             .unwrap_or(0)
             .to_string()
+    });
+    row("depth I/O/token/layer (Table 1)", &|c| {
+        scheme_at(&c.residual, c.n_layers()).total().text()
     });
     row("source memory/token (f32)", &|c| {
         format!(

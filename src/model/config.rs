@@ -40,6 +40,111 @@ pub enum ResidualConfig {
     AttnRes(AttnResConfig),
     /// Static weighted average of block outputs after each Transformer block (arXiv 2402.02622).
     Denseformer,
+    /// `m` residual streams: hyper-connections, mHC or mHC-lite.
+    Hyper(HyperConfig),
+}
+
+/// The multi-stream families (SPEC section 6, docs/residuals.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HyperConfig {
+    pub kind: HyperKind,
+    /// `m`: residual streams.
+    pub streams: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HyperKind {
+    /// Hyper-connections (arXiv 2409.19606); `dynamic` adds the input-dependent terms.
+    Hc { dynamic: bool },
+    /// mHC (arXiv 2512.24880): stream mixing made doubly stochastic by Sinkhorn-Knopp.
+    Mhc { sinkhorn_iters: usize },
+    /// mHC-lite (arXiv 2601.05732): a convex combination of permutation matrices.
+    MhcLite,
+}
+
+impl HyperConfig {
+    /// Streams when a sweep does not say: the papers' `m = 4`.
+    pub const DEFAULT_STREAMS: usize = 4;
+    /// mHC's Sinkhorn-Knopp iterations when a sweep does not say (the paper's 20).
+    pub const DEFAULT_SINKHORN_ITERS: usize = 20;
+
+    pub fn hc(streams: usize) -> Self {
+        Self {
+            kind: HyperKind::Hc { dynamic: true },
+            streams,
+        }
+    }
+
+    pub fn mhc(streams: usize) -> Self {
+        Self {
+            kind: HyperKind::Mhc {
+                sinkhorn_iters: Self::DEFAULT_SINKHORN_ITERS,
+            },
+            streams,
+        }
+    }
+
+    pub fn mhc_lite(streams: usize) -> Self {
+        Self {
+            kind: HyperKind::MhcLite,
+            streams,
+        }
+    }
+
+    /// `hc`, `mhc` or `mhc_lite`.
+    pub fn variant(&self) -> &'static str {
+        match self.kind {
+            HyperKind::Hc { .. } => "hc",
+            HyperKind::Mhc { .. } => "mhc",
+            HyperKind::MhcLite => "mhc_lite",
+        }
+    }
+
+    /// The stream counts a family accepts: one stream makes HC the baseline; mHC needs two
+    /// to mix; mHC-lite's `m!` permutations cap it at 6.
+    pub fn stream_range(&self) -> (usize, usize) {
+        match self.kind {
+            HyperKind::Hc { .. } => (1, 16),
+            HyperKind::Mhc { .. } => (2, 16),
+            HyperKind::MhcLite => (2, 6),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let (min, max) = self.stream_range();
+        if !(min..=max).contains(&self.streams) {
+            return Err(ConfigError::BadStreams {
+                variant: self.variant(),
+                streams: self.streams,
+                min,
+                max,
+            });
+        }
+        if let HyperKind::Mhc { sinkhorn_iters } = self.kind {
+            if sinkhorn_iters == 0 {
+                return Err(ConfigError::NotPositive {
+                    key: "sinkhorn_iters",
+                    value: 0,
+                });
+            }
+            if sinkhorn_iters > 1000 {
+                return Err(ConfigError::TooLarge {
+                    key: "sinkhorn_iters",
+                    value: sinkhorn_iters,
+                    max: 1000,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Mixing logits per layer and token: `m^2` (HC, mHC) or `m!` (mHC-lite).
+    pub fn mixing_logits(&self) -> usize {
+        match self.kind {
+            HyperKind::MhcLite => (1..=self.streams).product(),
+            _ => self.streams * self.streams,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +202,14 @@ impl AttnResConfig {
     }
 }
 
+impl AttnResConfig {
+    /// Whether training and inference take the two-phase path (SPEC section 5): only static
+    /// pseudo-queries without a window can be scored before their layer runs.
+    pub fn two_phase(&self) -> bool {
+        self.mixing == Mixing::Dynamic && self.query == QueryKind::Static && self.window.is_none()
+    }
+}
+
 impl ResidualConfig {
     pub fn full() -> Self {
         Self::AttnRes(AttnResConfig::block(1))
@@ -106,33 +219,55 @@ impl ResidualConfig {
         Self::AttnRes(AttnResConfig::block(block_size))
     }
 
-    /// The family: `baseline`, `full`, `block`, `denseformer` (ablations keep their family's
-    /// name).
+    /// The family: `baseline`, `full`, `block`, `denseformer`, `hc`, `mhc`, `mhc_lite`
+    /// (ablations keep their family's name).
     pub fn variant(&self) -> &'static str {
         match self {
             Self::Baseline => "baseline",
             Self::Denseformer => "denseformer",
+            Self::Hyper(h) => h.variant(),
             Self::AttnRes(c) if c.block_size == 1 => "full",
             Self::AttnRes(_) => "block",
         }
     }
 
     /// The method as published, not an ablation: every AttnRes option at its default but
-    /// the block size.
+    /// the block size; hyper-connections dynamic, mHC with its 20 iterations.
     pub fn is_plain(&self) -> bool {
         match self {
             Self::AttnRes(c) => *c == AttnResConfig::block(c.block_size),
+            Self::Hyper(h) => match h.kind {
+                HyperKind::Hc { dynamic } => dynamic,
+                HyperKind::Mhc { sinkhorn_iters } => {
+                    sinkhorn_iters == HyperConfig::DEFAULT_SINKHORN_ITERS
+                }
+                HyperKind::MhcLite => true,
+            },
             _ => true,
         }
     }
 
-    /// A short human name: `baseline`, `full`, `block S=4`, `denseformer`, plus ablations.
+    /// A short human name: `baseline`, `full`, `block S=4`, `denseformer`, `hc m=4`,
+    /// `mhc m=4`, `mhc_lite m=4`, plus ablations.
     /// The one place a label is made; nothing parses it back (use [`Self::variant`] and
     /// [`Self::is_plain`]).
     pub fn label(&self) -> String {
         match self {
             Self::Baseline => "baseline".into(),
             Self::Denseformer => "denseformer".into(),
+            Self::Hyper(h) => {
+                let mut s = format!("{} m={}", h.variant(), h.streams);
+                match h.kind {
+                    HyperKind::Hc { dynamic: false } => s.push_str(" static"),
+                    HyperKind::Mhc { sinkhorn_iters }
+                        if sinkhorn_iters != HyperConfig::DEFAULT_SINKHORN_ITERS =>
+                    {
+                        s.push_str(&format!(" sinkhorn_iters={sinkhorn_iters}"))
+                    }
+                    _ => {}
+                }
+                s
+            }
             Self::AttnRes(c) => {
                 let mut s = if c.block_size == 1 {
                     "full".to_string()
@@ -184,6 +319,13 @@ pub enum ConfigError {
     TooLarge {
         key: &'static str,
         value: usize,
+        max: usize,
+    },
+    #[error("`{variant}` takes {min} to {max} streams, got {streams}")]
+    BadStreams {
+        variant: &'static str,
+        streams: usize,
+        min: usize,
         max: usize,
     },
 }
@@ -259,6 +401,9 @@ impl ModelConfig {
                     value: 0,
                 });
             }
+        }
+        if let ResidualConfig::Hyper(h) = &self.residual {
+            h.validate()?;
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::config::{Mixing, ModelConfig, QueryKind, ResidualConfig};
+use super::config::{HyperConfig, HyperKind, Mixing, ModelConfig, QueryKind, ResidualConfig};
 use super::sources::{depth_source_counts, peak_stream_vectors};
 
 /// FLOPs spent on one PFLOP/s-day.
@@ -27,7 +27,9 @@ pub struct FlopsPerToken {
     pub matrices: u64,
     /// `4 * T * d` per attention layer.
     pub attention: u64,
-    /// `4 * d` per (layer, source) pair for AttnRes; `2 * d` per (block, source) for DenseFormer.
+    /// `4 * d` per (layer, source) pair for AttnRes; `2 * d` per (block, source) for
+    /// DenseFormer; for HC, mHC and mHC-lite `2 m d (m + 2)` per layer (read, mix, write),
+    /// `m d` for the final sum, and the coefficients' own arithmetic (docs/residuals.md).
     pub depth: u64,
     /// `2 * d * vocab`.
     pub head: u64,
@@ -62,6 +64,35 @@ fn query_matrix_params(c: &ModelConfig) -> u64 {
     }
 }
 
+/// FLOPs per token of the multi-stream families' coefficient projections (input-dependent
+/// matrices): HC applies `[d, m + 2]` to each of its `m` streams, mHC and mHC-lite apply
+/// `[m d, 2 m + R]` to the flattened state, once per layer.
+fn hyper_matrix_flops(c: &ModelConfig) -> u64 {
+    let (d, l) = (c.d_model as u64, c.n_layers() as u64);
+    match &c.residual {
+        ResidualConfig::Hyper(h) => {
+            let (m, r) = (h.streams as u64, h.mixing_logits() as u64);
+            match h.kind {
+                HyperKind::Hc { dynamic: true } => l * 2 * m * d * (m + 2),
+                HyperKind::Hc { dynamic: false } => 0,
+                _ => l * 2 * m * d * (2 * m + r),
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// Parameters of one layer of a multi-stream family.
+fn hyper_layer_params(h: &HyperConfig, d: u64) -> u64 {
+    let (m, r) = (h.streams as u64, h.mixing_logits() as u64);
+    match h.kind {
+        // A_m, A_r, B; with the dynamic terms a norm gain, W [d, m + 2] and two scales.
+        HyperKind::Hc { dynamic } => 2 * m + m * m + if dynamic { d + d * (m + 2) + 2 } else { 0 },
+        // The norm over m d, the projection, its biases and the three gate scales.
+        _ => m * d + m * d * (2 * m + r) + (2 * m + r) + 3,
+    }
+}
+
 /// Parameters the residual family adds, SPEC section 6.
 fn residual_params(c: &ModelConfig) -> u64 {
     let d = c.d_model as u64;
@@ -69,6 +100,7 @@ fn residual_params(c: &ModelConfig) -> u64 {
     match &c.residual {
         ResidualConfig::Baseline => 0,
         ResidualConfig::Denseformer => sources.iter().map(|&k| k as u64).sum(),
+        ResidualConfig::Hyper(h) => c.n_layers() as u64 * hyper_layer_params(h, d),
         ResidualConfig::AttnRes(a) => {
             let steps = sources.len() as u64;
             let key_norm = if a.key_norm { d } else { 0 };
@@ -104,9 +136,23 @@ pub fn flops_per_token(c: &ModelConfig) -> FlopsPerToken {
         ResidualConfig::AttnRes(_) => 4 * d * pairs,
         // Ours (SPEC is silent): a weighted sum is one multiply-add per element.
         ResidualConfig::Denseformer => 2 * d * pairs,
+        ResidualConfig::Hyper(h) => {
+            let (m, l) = (h.streams as u64, c.n_layers() as u64);
+            // Gates and normalisations of the coefficients: a few operations per logit.
+            let coefficients = match h.kind {
+                HyperKind::Hc { dynamic } => u64::from(dynamic) * 4 * m * (m + 2),
+                HyperKind::Mhc { sinkhorn_iters } => 4 * m + 4 * m * m * sinkhorn_iters as u64,
+                HyperKind::MhcLite => {
+                    let r = h.mixing_logits() as u64;
+                    4 * m + 3 * r + 2 * r * m * m
+                }
+            };
+            l * (2 * m * d * (m + 2) + coefficients) + m * d
+        }
     };
     FlopsPerToken {
-        matrices: 2 * (c.n_blocks as u64 * block_matrix_params(c) + query_matrix_params(c)),
+        matrices: 2 * (c.n_blocks as u64 * block_matrix_params(c) + query_matrix_params(c))
+            + hyper_matrix_flops(c),
         attention: 4 * t * d * c.n_blocks as u64,
         depth,
         head: 2 * d * v,

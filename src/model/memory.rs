@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::config::{ModelConfig, ResidualConfig};
 use super::flops::param_counts;
-use super::sources::{depth_source_counts, peak_stream_vectors};
+use super::sources::{depth_source_counts, peak_stream_vectors, two_phase_stacked_sources};
 
 /// Bytes of one f32.
 const F32: f64 = 4.0;
@@ -45,23 +45,34 @@ fn block_elements(c: &ModelConfig) -> f64 {
     12.0 * d + scores + 2.0 * d + 5.0 * h
 }
 
-/// f32 elements per token the residual family keeps beyond the baseline's stream: AttnRes
-/// holds every source and its normalised key (`2 d` each), a re-normalised partial sum per
-/// layer, and `2 d` per (mixing step, source) pair, which the per-source scoring and weighted
-/// sum keep for the backward pass (measured by `attnres bench`: 0.75 GB for Full and 0.30 GB
-/// for Block S=4 over the baseline at d 256, 8 blocks, 8 x 256 tokens; this term is what
-/// makes Full's memory grow as L^2). DenseFormer holds the embedding and every block output.
+/// f32 elements per token the residual family keeps beyond the baseline's stream.
+///
+/// AttnRes on its two-phase path holds every source (`2 d` each with its gradient's
+/// bookkeeping), the completed sources each block's batched weighted sum stacks (`d` per
+/// stacked source), and about `3 d` per layer for the partial sum's merge. On the naive path
+/// (the ablations it cannot batch) it holds every source and its normalised key, a
+/// re-normalised partial per layer and `2 d` per (mixing step, source) pair. Measured by
+/// `attnres bench` at d 256, 8 blocks, 8 x 256 tokens: Full 0.45 GB and Block S = 4 0.17 GB
+/// over the baseline on the two-phase path (estimate 0.50 and 0.16 GB); 0.75 and 0.30 GB on
+/// the naive one. Full's memory grows as `L^2`, Block's as `N^2`. DenseFormer holds the
+/// embedding and every block output.
 fn residual_elements(c: &ModelConfig) -> f64 {
     let d = c.d_model as f64;
+    let layers = c.n_layers() as f64;
     match &c.residual {
         ResidualConfig::Baseline => 0.0,
+        ResidualConfig::AttnRes(a) if a.two_phase() => {
+            let stacked = two_phase_stacked_sources(c.n_layers(), a.block_size) as f64;
+            d * (2.0 * peak_stream_vectors(c) as f64 + stacked + 3.0 * layers)
+        }
         ResidualConfig::AttnRes(_) => {
             let pairs: usize = depth_source_counts(c).iter().sum();
-            2.0 * d * peak_stream_vectors(c) as f64
-                + d * c.n_layers() as f64
-                + 2.0 * d * pairs as f64
+            2.0 * d * peak_stream_vectors(c) as f64 + d * layers + 2.0 * d * pairs as f64
         }
         ResidualConfig::Denseformer => d * peak_stream_vectors(c) as f64,
+        // Per layer the streams, their normalisation, the read-in product and the mixed
+        // streams: about 4 m d (ours, not yet checked against `attnres bench`).
+        ResidualConfig::Hyper(h) => 4.0 * d * h.streams as f64 * layers,
     }
 }
 
@@ -119,8 +130,8 @@ mod tests {
         assert_eq!(half.activations, two.activations / 2.0);
     }
 
-    /// Full AttnRes keeps O(L^2 d) per token (a pair term per step and source), Block
-    /// O(L N d): Full grows faster with depth.
+    /// Full AttnRes keeps O(L^2 d) per token (every step stacks every source), Block
+    /// O(N^2 d + L d): Full grows faster with depth.
     #[test]
     fn full_attnres_memory_grows_faster_with_depth_than_block() {
         let extra = |r: ResidualConfig, n: usize| {

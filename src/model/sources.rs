@@ -25,9 +25,17 @@ pub fn attnres_source_counts(
     counts
 }
 
+/// Completed sources stacked by the two-phase path, summed over its phase-1 steps (one per
+/// block, then the output step): `sum_n (n + 1)` for blocks `n = 0..N`, what its batched
+/// weighted sums keep for the backward pass. Full AttnRes stacks `O(L^2)`, Block `O(N^2)`.
+pub fn two_phase_stacked_sources(n_layers: usize, block_size: usize) -> usize {
+    let blocks = n_layers.div_ceil(block_size);
+    (1..=blocks + 1).sum()
+}
+
 /// Depth sources per mixing step for any family: one entry per layer plus the output step
-/// for AttnRes, one per Transformer block for DenseFormer, and 1 (the running sum) per layer
-/// for the baseline.
+/// for AttnRes, one per Transformer block for DenseFormer, 1 (the running sum) per layer
+/// for the baseline and `m` (the streams) per layer for HC, mHC and mHC-lite.
 pub fn depth_source_counts(config: &ModelConfig) -> Vec<usize> {
     let n_layers = config.n_layers();
     match &config.residual {
@@ -35,6 +43,8 @@ pub fn depth_source_counts(config: &ModelConfig) -> Vec<usize> {
         ResidualConfig::AttnRes(c) => attnres_source_counts(n_layers, c.block_size, c.window),
         // After block i (0-based) the average runs over the embedding and i + 1 block outputs.
         ResidualConfig::Denseformer => (0..config.n_blocks).map(|i| i + 2).collect(),
+        // Every layer reads all m streams.
+        ResidualConfig::Hyper(h) => vec![h.streams; n_layers],
     }
 }
 
@@ -50,5 +60,6 @@ pub fn peak_stream_vectors(config: &ModelConfig) -> usize {
         }
         // The embedding, every block output, and the running input.
         ResidualConfig::Denseformer => config.n_blocks + 2,
+        ResidualConfig::Hyper(h) => h.streams,
     }
 }

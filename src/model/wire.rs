@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{AttnResConfig, Mixing, Normalize, QueryKind, ResidualConfig};
+use super::config::{
+    AttnResConfig, HyperConfig, HyperKind, Mixing, Normalize, QueryKind, ResidualConfig,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -13,6 +15,9 @@ pub enum Variant {
     Full,
     Block,
     Denseformer,
+    Hc,
+    Mhc,
+    MhcLite,
 }
 
 /// The flat YAML/JSON form of [`ResidualConfig`]; a sweep may leave `block_size` to its
@@ -35,6 +40,15 @@ pub struct ResidualWire {
     pub window: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heads: Option<usize>,
+    /// Residual streams of `hc`, `mhc` and `mhc_lite` (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<usize>,
+    /// `hc` only: the input-dependent terms (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<bool>,
+    /// `mhc` only: Sinkhorn-Knopp iterations (default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sinkhorn_iters: Option<usize>,
 }
 
 /// A residual as written by a user: a bare variant name or the map form.
@@ -57,7 +71,10 @@ impl<'de> Deserialize<'de> for ResidualEntry {
         impl<'de> Visitor<'de> for WireVisitor {
             type Value = ResidualWire;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a variant name (baseline, full, denseformer) or a map with `variant`")
+                f.write_str(
+                    "a variant name (baseline, full, denseformer, hc, mhc, mhc_lite) or a map \
+                     with `variant`",
+                )
             }
             fn visit_str<E: de::Error>(self, name: &str) -> Result<ResidualWire, E> {
                 Ok(ResidualWire::named(Variant::deserialize(
@@ -83,6 +100,9 @@ impl ResidualWire {
             mixing: None,
             window: None,
             heads: None,
+            streams: None,
+            dynamic: None,
+            sinkhorn_iters: None,
         }
     }
 }
@@ -91,6 +111,22 @@ impl TryFrom<ResidualWire> for ResidualConfig {
     type Error = String;
 
     fn try_from(w: ResidualWire) -> Result<Self, String> {
+        if matches!(w.variant, Variant::Hc | Variant::Mhc | Variant::MhcLite) {
+            return hyper_from(w).map(Self::Hyper);
+        }
+        for (key, given) in [
+            ("streams", w.streams.is_some()),
+            ("dynamic", w.dynamic.is_some()),
+            ("sinkhorn_iters", w.sinkhorn_iters.is_some()),
+        ] {
+            if given {
+                return Err(format!(
+                    "`{key}` applies only to the multi-stream variants (hc, mhc, mhc_lite), \
+                     not `{}`",
+                    variant_name(w.variant)
+                ));
+            }
+        }
         let has_ablation = w.key_norm.is_some()
             || w.normalize.is_some()
             || w.query.is_some()
@@ -103,6 +139,9 @@ impl TryFrom<ResidualWire> for ResidualConfig {
                     "`block_size` applies only to the `full` and `block` variants, not `{}`",
                     variant_name(w.variant)
                 ));
+            }
+            (Variant::Hc | Variant::Mhc | Variant::MhcLite, _) => {
+                unreachable!("multi-stream variants returned above")
             }
             (Variant::Baseline | Variant::Denseformer, None) => {
                 if has_ablation {
@@ -143,11 +182,78 @@ impl TryFrom<ResidualWire> for ResidualConfig {
     }
 }
 
+/// `hc`, `mhc` or `mhc_lite` from the wire: AttnRes keys refused, each family's own keys
+/// only on it, stream counts checked against the family's range.
+fn hyper_from(w: ResidualWire) -> Result<HyperConfig, String> {
+    let name = variant_name(w.variant);
+    let attnres_keys = w.block_size.is_some()
+        || w.key_norm.is_some()
+        || w.normalize.is_some()
+        || w.query.is_some()
+        || w.mixing.is_some()
+        || w.window.is_some()
+        || w.heads.is_some();
+    if attnres_keys {
+        return Err(format!(
+            "AttnRes keys (block_size, key_norm, normalize, query, mixing, window, heads) do not \
+             apply to `{name}`; it takes `streams`{}",
+            match w.variant {
+                Variant::Hc => " and `dynamic`",
+                Variant::Mhc => " and `sinkhorn_iters`",
+                _ => "",
+            }
+        ));
+    }
+    if w.dynamic.is_some() && w.variant != Variant::Hc {
+        return Err(format!("`dynamic` applies only to `hc`, not `{name}`"));
+    }
+    if w.sinkhorn_iters.is_some() && w.variant != Variant::Mhc {
+        return Err(format!(
+            "`sinkhorn_iters` applies only to `mhc`, not `{name}` (mhc_lite needs no iterations)"
+        ));
+    }
+    let streams = w.streams.unwrap_or(HyperConfig::DEFAULT_STREAMS);
+    let config = HyperConfig {
+        kind: match w.variant {
+            Variant::Hc => HyperKind::Hc {
+                dynamic: w.dynamic.unwrap_or(true),
+            },
+            Variant::Mhc => HyperKind::Mhc {
+                sinkhorn_iters: w
+                    .sinkhorn_iters
+                    .unwrap_or(HyperConfig::DEFAULT_SINKHORN_ITERS),
+            },
+            _ => HyperKind::MhcLite,
+        },
+        streams,
+    };
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
 impl From<ResidualConfig> for ResidualWire {
     fn from(r: ResidualConfig) -> Self {
         match r {
             ResidualConfig::Baseline => ResidualWire::named(Variant::Baseline),
             ResidualConfig::Denseformer => ResidualWire::named(Variant::Denseformer),
+            ResidualConfig::Hyper(h) => {
+                let (variant, dynamic, sinkhorn_iters) = match h.kind {
+                    HyperKind::Hc { dynamic } => (Variant::Hc, (!dynamic).then_some(false), None),
+                    HyperKind::Mhc { sinkhorn_iters } => (
+                        Variant::Mhc,
+                        None,
+                        (sinkhorn_iters != HyperConfig::DEFAULT_SINKHORN_ITERS)
+                            .then_some(sinkhorn_iters),
+                    ),
+                    HyperKind::MhcLite => (Variant::MhcLite, None, None),
+                };
+                ResidualWire {
+                    streams: Some(h.streams),
+                    dynamic,
+                    sinkhorn_iters,
+                    ..ResidualWire::named(variant)
+                }
+            }
             ResidualConfig::AttnRes(c) => {
                 let base = AttnResConfig::block(c.block_size);
                 ResidualWire {
@@ -163,6 +269,7 @@ impl From<ResidualConfig> for ResidualWire {
                     mixing: (c.mixing != base.mixing).then_some(c.mixing),
                     window: c.window,
                     heads: (c.heads != base.heads).then_some(c.heads),
+                    ..ResidualWire::named(Variant::Block)
                 }
             }
         }
@@ -175,6 +282,9 @@ fn variant_name(v: Variant) -> &'static str {
         Variant::Full => "full",
         Variant::Block => "block",
         Variant::Denseformer => "denseformer",
+        Variant::Hc => "hc",
+        Variant::Mhc => "mhc",
+        Variant::MhcLite => "mhc_lite",
     }
 }
 
@@ -222,5 +332,51 @@ mod tests {
                 .contains("block_sz")
         );
         assert!(parse("blok").unwrap_err().contains("blok"));
+        assert!(
+            parse("{variant: mhc_lite, streams: 7}")
+                .unwrap_err()
+                .contains("`mhc_lite` takes 2 to 6 streams, got 7")
+        );
+        assert!(
+            parse("{variant: hc, block_size: 2}")
+                .unwrap_err()
+                .contains("it takes `streams` and `dynamic`")
+        );
+        assert!(
+            parse("{variant: mhc_lite, sinkhorn_iters: 5}")
+                .unwrap_err()
+                .contains("applies only to `mhc`")
+        );
+        assert!(
+            parse("{variant: block, block_size: 2, streams: 4}")
+                .unwrap_err()
+                .contains("only to the multi-stream variants")
+        );
+    }
+
+    #[test]
+    fn multi_stream_variants_parse_and_round_trip() {
+        use super::super::config::HyperConfig;
+        assert_eq!(
+            parse("hc").unwrap(),
+            ResidualConfig::Hyper(HyperConfig::hc(4))
+        );
+        assert_eq!(
+            parse("{variant: mhc, streams: 2}").unwrap(),
+            ResidualConfig::Hyper(HyperConfig::mhc(2))
+        );
+        for yaml in [
+            "{variant: hc, streams: 1, dynamic: false}",
+            "{variant: mhc, streams: 4, sinkhorn_iters: 5}",
+            "mhc_lite",
+        ] {
+            let r = parse(yaml).unwrap();
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(
+                serde_json::from_str::<ResidualConfig>(&json).unwrap(),
+                r,
+                "{json}"
+            );
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::error::SpecError;
 use super::expand::Size;
 use super::wire::{Axis, SweepFile};
-use crate::model::config::{ResidualConfig, Variant};
+use crate::model::config::{HyperKind, ResidualConfig, Variant};
 
 /// Index tuples `[size, residual, budget, seed]` of the grid, zipped axes advancing together.
 pub(crate) fn grid_indices(
@@ -85,6 +85,11 @@ pub(crate) fn excluded(
         ResidualConfig::Denseformer => Variant::Denseformer,
         ResidualConfig::AttnRes(c) if c.block_size == 1 => Variant::Full,
         ResidualConfig::AttnRes(_) => Variant::Block,
+        ResidualConfig::Hyper(h) => match h.kind {
+            HyperKind::Hc { .. } => Variant::Hc,
+            HyperKind::Mhc { .. } => Variant::Mhc,
+            HyperKind::MhcLite => Variant::MhcLite,
+        },
     };
     file.grid.exclude.iter().any(|e| {
         e.size.as_ref().is_none_or(|s| *s == size.name)

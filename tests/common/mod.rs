@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use attnres::backend::{BackendKind, device};
-use attnres::model::config::{AttnResConfig, Mixing, Normalize, QueryKind};
+use attnres::model::config::{AttnResConfig, HyperConfig, HyperKind, Mixing, Normalize, QueryKind};
 use attnres::model::{Lm, ModelConfig, ResidualConfig};
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -51,6 +51,13 @@ pub fn all_variants() -> Vec<ResidualConfig> {
             c.heads = 4;
             c.key_norm = false;
         }),
+        ResidualConfig::Hyper(HyperConfig::hc(4)),
+        ResidualConfig::Hyper(HyperConfig {
+            kind: HyperKind::Hc { dynamic: false },
+            streams: 2,
+        }),
+        ResidualConfig::Hyper(HyperConfig::mhc(4)),
+        ResidualConfig::Hyper(HyperConfig::mhc_lite(3)),
     ]
 }
 

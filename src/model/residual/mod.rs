@@ -6,11 +6,18 @@
 mod attnres;
 mod baseline;
 mod denseformer;
+mod hc;
+mod mhc;
+mod mhc_lite;
+mod streams;
 mod two_phase;
 
 pub use attnres::{AttnRes, DepthMix, Scorer};
 pub use baseline::Baseline;
 pub use denseformer::DenseFormer;
+pub use hc::HyperConnections;
+pub use mhc::{Mhc, sinkhorn};
+pub use mhc_lite::{Permutations, permutations};
 
 use burn::module::Module;
 use burn::tensor::{Tensor, TensorReadError};
@@ -30,6 +37,8 @@ pub enum Residual {
     Baseline(Baseline),
     AttnRes(AttnRes),
     DenseFormer(DenseFormer),
+    Hc(HyperConnections),
+    Mhc(Mhc),
 }
 
 impl Residual {
@@ -39,6 +48,17 @@ impl Residual {
             R::Baseline => Self::Baseline(Baseline::new(config.n_layers())),
             R::AttnRes(c) => Self::AttnRes(AttnRes::init(config, c, init)),
             R::Denseformer => Self::DenseFormer(DenseFormer::init(config.n_blocks, init)),
+            R::Hyper(h) => {
+                use super::config::HyperKind as K;
+                let (l, d, m) = (config.n_layers(), config.d_model, h.streams);
+                match h.kind {
+                    K::Hc { dynamic } => Self::Hc(HyperConnections::init(l, d, m, dynamic, init)),
+                    K::Mhc { sinkhorn_iters } => {
+                        Self::Mhc(Mhc::init(l, d, m, sinkhorn_iters, false, init))
+                    }
+                    K::MhcLite => Self::Mhc(Mhc::init(l, d, m, 0, true, init)),
+                }
+            }
         }
     }
 
@@ -58,6 +78,8 @@ impl Residual {
             }
             Self::AttnRes(r) => r.forward_naive(e, layers, trace),
             Self::DenseFormer(r) => r.forward(e, layers, trace),
+            Self::Hc(r) => r.forward(e, layers, trace),
+            Self::Mhc(r) => r.forward(e, layers, trace),
         }
     }
 }
@@ -84,7 +106,8 @@ pub struct Probes {
     /// block's whole contribution (SPEC section 8), which the two RMS values cannot give.
     pub block_out_rms: Vec<f32>,
     /// Mean weight of each source, per mixing step (AttnRes: layers then the output step;
-    /// DenseFormer: one step per Transformer block). Empty for the baseline.
+    /// DenseFormer: one step per Transformer block; HC, mHC, mHC-lite: each layer's read
+    /// weight of each stream). Empty for the baseline.
     pub depth_attn: Vec<Vec<f32>>,
 }
 

@@ -161,17 +161,19 @@ impl<'a> Mixing<'a> {
     /// `l` `[H, BT, 1, 1]`.
     fn score_partial(&self, p: Tensor<3>, l: usize) -> (Tensor<4>, Tensor<4>) {
         let logit = self.logits(p.clone(), l, 1); // [H, BT, 1]
-        (
-            self.heads_first(p).unsqueeze_dim(2),
-            logit.unsqueeze_dim(2),
-        )
+        (self.heads_first(p).unsqueeze_dim(2), logit.unsqueeze_dim(2))
     }
 
     /// Phase 1 for the `q` steps `start..start + q` over the completed sources.
     fn phase_one(&self, completed: &[Source], start: usize, q: usize) -> PhaseOne {
         let logits: Vec<Tensor<4>> = completed
             .iter()
-            .map(|s| s.logits.clone().narrow(2, start - s.first, q).unsqueeze_dim(2)) // [H, BT, 1, Q]
+            .map(|s| {
+                s.logits
+                    .clone()
+                    .narrow(2, start - s.first, q)
+                    .unsqueeze_dim(2)
+            }) // [H, BT, 1, Q]
             .collect();
         let logits = Tensor::cat(logits, 2); // [H, BT, K, Q]
         let values: Vec<Tensor<4>> = completed.iter().map(|s| s.value.clone()).collect();

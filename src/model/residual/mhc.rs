@@ -1,0 +1,148 @@
+//! Manifold-constrained hyper-connections, mHC (arXiv 2512.24880; SPEC section 6,
+//! docs/residuals.md), and the frame mHC-lite shares. `m` residual streams; per layer, from
+//! the RMS-normalised flattened state `x~ = RMSNorm(vec(h))` `[m d]`, one projection gives
+//! the read weights `H_pre = sigmoid(a_pre x~ P_pre + b_pre)`, the write weights
+//! `H_post = 2 sigmoid(a_post x~ P_post + b_post)` and the stream mixing `H_res`, a doubly
+//! stochastic matrix: Sinkhorn-Knopp on `exp(a_res x~ P_res + b_res)` here, a convex
+//! combination of permutations in mHC-lite (`mhc_lite.rs`). The layer reads
+//! `x = sum_i H_pre[i] h_i`, and `h'_j = sum_i H_res[j, i] h_i + H_post[j] f(x)`.
+//!
+//! At init (`P = 0`, `b_pre = -ln(m - 1)` so each read weight is `1/m`, `b_post = 0` so each
+//! write weight is 1, `b_res = 0` so `H_res` is uniform) all streams equal the baseline's
+//! stream and the output, their sum, is `m` times the baseline's.
+
+use burn::module::{Module, Param};
+use burn::tensor::Tensor;
+use burn::tensor::activation::sigmoid;
+
+use super::mhc_lite::Permutations;
+use super::streams;
+use super::{Sublayers, Trace};
+use crate::model::init::Init;
+use crate::model::norm::RmsNorm;
+
+/// `a_pre`, `a_post`, `a_res` at init (ours: small, so the biases rule the first steps).
+const GATE_SCALE_INIT: f32 = 0.01;
+
+#[derive(Module, Debug)]
+pub struct Mhc {
+    pub layers: Vec<MhcLayer>,
+    pub streams: usize,
+    /// Sinkhorn-Knopp iterations (mHC); unused by mHC-lite.
+    pub sinkhorn_iters: usize,
+    /// mHC-lite's permutation matrices; `None` for mHC.
+    pub lite: Option<Permutations>,
+}
+
+#[derive(Module, Debug)]
+pub struct MhcLayer {
+    /// Over the flattened `m d` state.
+    pub norm: RmsNorm,
+    /// `[m d, 2 m + R]`, zero at init: read, write and `R` mixing logits (`R = m^2` for
+    /// mHC, `m!` for mHC-lite).
+    pub proj: Param<Tensor<2>>,
+    /// `[2 m + R]`: `b_pre`, `b_post`, `b_res`.
+    pub bias: Param<Tensor<1>>,
+    /// `[3]`: `a_pre`, `a_post`, `a_res`.
+    pub scale: Param<Tensor<1>>,
+}
+
+impl Mhc {
+    /// mHC with `sinkhorn_iters`, or mHC-lite when `lite`.
+    pub fn init(
+        n_layers: usize,
+        d: usize,
+        m: usize,
+        sinkhorn_iters: usize,
+        lite: bool,
+        init: &Init,
+    ) -> Self {
+        let lite = lite.then(|| Permutations::new(m, init));
+        let r = lite.as_ref().map_or(m * m, Permutations::count);
+        // sigmoid(b_pre) = 1/m; one stream reads with weight sigmoid(0) = 1/2 (no identity).
+        let b_pre = if m > 1 { -((m - 1) as f32).ln() } else { 0.0 };
+        let bias: Vec<f32> = (0..2 * m + r)
+            .map(|k| if k < m { b_pre } else { 0.0 })
+            .collect();
+        let layers = (0..n_layers)
+            .map(|_| MhcLayer {
+                norm: RmsNorm::init(m * d, init),
+                proj: init.constant([m * d, 2 * m + r], 0.0),
+                bias: init.from_values(bias.clone(), [2 * m + r]),
+                scale: init.constant([3], GATE_SCALE_INIT),
+            })
+            .collect();
+        Self {
+            layers,
+            streams: m,
+            sinkhorn_iters,
+            lite,
+        }
+    }
+
+    pub fn forward(
+        &self,
+        e: Tensor<3>,
+        layers: &dyn Sublayers,
+        mut trace: Option<&mut Trace>,
+    ) -> Tensor<3> {
+        let mut h = streams::expand(e, self.streams); // [B, T, m, d]
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (read, mix, write) = self.weights(layer, &h);
+            if let Some(t) = trace.as_deref_mut() {
+                t.depth(
+                    read.clone()
+                        .detach()
+                        .mean_dims(&[0, 1])
+                        .reshape([self.streams]),
+                );
+            }
+            let x = streams::read(&h, read);
+            let y = layers.apply(l, x.clone());
+            if let Some(t) = trace.as_deref_mut() {
+                t.layer(&x, &y);
+            }
+            h = streams::update(h, mix, write, y);
+        }
+        streams::collapse(h)
+    }
+
+    /// Read `[B, T, m, 1]`, mix `[B, T, m, m]` (doubly stochastic) and write `[B, T, m, 1]`.
+    fn weights(&self, layer: &MhcLayer, h: &Tensor<4>) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+        let m = self.streams;
+        let [b, t, _, _] = h.dims();
+        let raw = layer
+            .norm
+            .forward(streams::flatten(h))
+            .matmul(layer.proj.val().unsqueeze()); // [B, T, 2m + R]
+        let r = raw.dims()[2] - 2 * m;
+        let scale = |i: usize| layer.scale.val().narrow(0, i, 1).reshape([1, 1, 1]);
+        let bias =
+            |start: usize, len: usize| layer.bias.val().narrow(0, start, len).reshape([1, 1, len]);
+        let part = |i: usize, start: usize, len: usize| {
+            raw.clone().narrow(2, start, len) * scale(i) + bias(start, len) // [B, T, len]
+        };
+        let read = sigmoid(part(0, 0, m)).reshape([b, t, m, 1]);
+        let write = (sigmoid(part(1, m, m)) * 2.0).reshape([b, t, m, 1]);
+        let logits = part(2, 2 * m, r);
+        let mix = match &self.lite {
+            Some(perms) => perms.combine(logits), // [B, T, m, m]
+            None => sinkhorn(logits.reshape([b, t, m, m]), self.sinkhorn_iters),
+        };
+        (read, mix, write)
+    }
+}
+
+/// Sinkhorn-Knopp: `exp(logits)` `[B, T, m, m]` scaled to unit row and column sums by
+/// `iters` rounds of row then column normalisation (the last is a column step, so columns
+/// sum to 1 exactly and rows to within the iteration's convergence).
+pub fn sinkhorn(logits: Tensor<4>, iters: usize) -> Tensor<4> {
+    // Subtracting the max changes nothing after normalisation and keeps exp finite.
+    let max = logits.clone().max_dim(3).max_dim(2).detach(); // [B, T, 1, 1]
+    let mut p = (logits - max).exp();
+    for _ in 0..iters {
+        p = p.clone() / p.sum_dim(3);
+        p = p.clone() / p.sum_dim(2);
+    }
+    p
+}

@@ -1,0 +1,37 @@
+//! The multi-stream residual shared by hyper-connections, mHC and mHC-lite: the hidden state
+//! is `m` residual streams, `[B, T, m, d]`, all equal to the embedding at the start. Before a
+//! layer, one weighted sum of the streams is its input; after it, the streams are mixed by an
+//! `m x m` matrix and the layer's output is added into each with its own weight. The output
+//! step sums the streams.
+
+use burn::tensor::Tensor;
+
+/// `e` `[B, T, d]` copied into `m` streams: `[B, T, m, d]`.
+pub fn expand(e: Tensor<3>, m: usize) -> Tensor<4> {
+    e.unsqueeze_dim::<4>(2).repeat_dim(2, m)
+}
+
+/// The layer input `sum_i read_i h_i`: `read` `[B, T, m, 1]` (or broadcast), `h`
+/// `[B, T, m, d]` -> `[B, T, d]`.
+pub fn read(h: &Tensor<4>, read: Tensor<4>) -> Tensor<3> {
+    let [b, t, _, d] = h.dims();
+    (h.clone() * read).sum_dim(2).reshape([b, t, d])
+}
+
+/// `h'_j = sum_i mix_ji h_i + write_j y`: `mix` `[B, T, m, m]` (row `j` is what stream `j`
+/// takes from each stream, or broadcast), `write` `[B, T, m, 1]`, `y` `[B, T, d]`.
+pub fn update(h: Tensor<4>, mix: Tensor<4>, write: Tensor<4>, y: Tensor<3>) -> Tensor<4> {
+    mix.matmul(h) + write * y.unsqueeze_dim::<4>(2)
+}
+
+/// The output step: the sum of the streams, `[B, T, d]`.
+pub fn collapse(h: Tensor<4>) -> Tensor<3> {
+    let [b, t, _, d] = h.dims();
+    h.sum_dim(2).reshape([b, t, d])
+}
+
+/// `[B, T, m, d]` -> `[B, T, m * d]`, the flattened state mHC scores its coefficients from.
+pub fn flatten(h: &Tensor<4>) -> Tensor<3> {
+    let [b, t, m, d] = h.dims();
+    h.clone().reshape([b, t, m * d])
+}
