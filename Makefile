@@ -13,7 +13,7 @@ BIN   = $(CARGO_TARGET_DIR)/release/attnres
 # Sweeps whose reports are committed under reports/ (see README, "Reference results").
 REPORTED = quick scaling block_size ablations
 
-.PHONY: setup build build-cuda test lint fuzz bench data quick report clean
+.PHONY: setup build build-cuda test lint fuzz bench bench-pytorch data quick report clean
 
 setup: $(LIBTORCH)/.complete
 	scripts/setup-chromium.sh
@@ -57,6 +57,11 @@ bench: build
 	  $(BIN) bench --backend tch --inference --context 1024 --batch-size 16 && \
 	  $(BIN) bench --backend tch --inference --sizes sweeps/quick.yaml --batch-size 1 && \
 	  $(BIN) bench --backend tch --inference --sizes sweeps/quick.yaml --batch-size 16; } | tee benches/cpu.txt
+
+# attnres against eager PyTorch 2.11 on the same model and threads (a venv with torch from
+# PyPI, made once; about 4.6 GB), into benches/pytorch.txt. Not part of make test.
+bench-pytorch: build
+	scripts/bench-pytorch.sh | tee benches/pytorch.txt
 
 # Property-based tests of the sweep loader at full strength (the test run tries 3,000 cases).
 fuzz: $(LIBTORCH)/.complete

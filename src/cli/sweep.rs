@@ -99,9 +99,10 @@ impl SweepArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub sweep: SweepArgs,
-    /// Runs trained in parallel.
-    #[arg(long, default_value_t = 1)]
-    pub jobs: usize,
+    /// Runs trained in parallel (default: on a CPU one single-threaded run per core, or
+    /// cores / --threads runs; on a GPU one; printed at the start).
+    #[arg(long)]
+    pub jobs: Option<usize>,
     /// Show what would be trained, and train nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -202,6 +203,44 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The default `--jobs` (`runner::capacity::default_jobs`), lowered until every selected
+/// run fits its share of memory, and printed. At worst 1: a run that does not fit even
+/// alone is then refused by `check_environment`, as with an explicit `--jobs`.
+fn auto_jobs(
+    sweep: &Sweep,
+    filters: &[Filter],
+    device: &str,
+    threads: Option<usize>,
+) -> anyhow::Result<usize> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runs = sweep
+        .runs
+        .iter()
+        .filter(|r| filters.iter().all(|f| f.matches(r)))
+        .count();
+    let (jobs, why) = crate::runner::capacity::default_jobs(device, threads, cores, runs);
+    for j in (2..=jobs).rev() {
+        let limit = crate::runner::capacity::memory_limit(device, j);
+        let fits = sweep
+            .check_environment(limit.as_ref(), &|r| filters.iter().all(|f| f.matches(r)))
+            .is_ok();
+        if fits {
+            if j == jobs {
+                println!("{why}");
+            } else {
+                println!("jobs: {j} at once (fewer than the default {jobs}: memory)");
+            }
+            return Ok(j);
+        }
+    }
+    if jobs > 1 {
+        println!("jobs: 1 at a time (the default {jobs} would not fit in memory)");
+    } else {
+        println!("{why}");
+    }
+    Ok(1)
+}
+
 pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.sweep.load()?;
     if args.slurm.executor == super::slurm::Executor::Slurm {
@@ -219,23 +258,28 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
             args.dry_run,
         );
     }
+    let backend = args.device.backend.unwrap_or_else(BackendKind::preferred);
+    let jobs = match args.jobs {
+        Some(jobs) => jobs,
+        None if !args.devices.is_empty() => 1,
+        None => auto_jobs(&sweep, &filters, &args.device.device, args.device.threads)?,
+    };
     if args.dry_run {
         return run_plan(PlanArgs {
             sweep: args.sweep,
             device: args.device.device,
-            jobs: args.jobs,
+            jobs,
         });
     }
-    let backend = args.device.backend.unwrap_or_else(BackendKind::preferred);
     if args.devices.is_empty() {
-        check_environment(&sweep, &filters, (backend, &args.device.device), args.jobs)?;
+        check_environment(&sweep, &filters, (backend, &args.device.device), jobs)?;
     }
     for device in &args.devices {
         check_environment(&sweep, &filters, (backend, device), args.jobs_per_device)?;
     }
     let opts = RunnerOptions {
         results_root: args.sweep.results.clone(),
-        jobs: args.jobs,
+        jobs,
         filters,
         train: args.device.options(),
         retry_failed: args.retry_failed,

@@ -36,6 +36,37 @@ pub fn memory_limit(device: &str, jobs: usize) -> Option<MemoryLimit> {
     })
 }
 
+/// Runs trained at once when `--jobs` is not given, and the sentence that says why.
+///
+/// On a CPU, one single-threaded run per core: on this project's 2-core machine two
+/// one-thread runs side by side trained the quick sweep faster than one run on both cores
+/// (docs/performance.md, "Jobs or threads"), because these small models use a second thread
+/// poorly. With `--threads T`, `cores / T` runs. On a GPU, one run at a time (`--jobs N`
+/// shares it). `runs` caps the count; memory is checked by the caller.
+pub fn default_jobs(
+    device: &str,
+    threads: Option<usize>,
+    cores: usize,
+    runs: usize,
+) -> (usize, String) {
+    if device.starts_with("cuda") {
+        return (
+            1,
+            format!("jobs: 1 at a time on {device} (--jobs N shares it)"),
+        );
+    }
+    let threads = threads.unwrap_or(1).max(1);
+    let jobs = (cores / threads).clamp(1, runs.max(1));
+    let why = format!(
+        "jobs: {jobs} at once x {threads} thread{} (the default on {cores} core{}: one-thread runs \
+         side by side train small models faster than one run on every core, docs/performance.md; \
+         --jobs 1 trains one run at a time)",
+        if threads == 1 { "" } else { "s" },
+        if cores == 1 { "" } else { "s" },
+    );
+    (jobs, why)
+}
+
 /// `MemTotal` of a `/proc/meminfo` text, in bytes.
 fn ram_bytes(meminfo: &str) -> Option<f64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
@@ -64,6 +95,20 @@ fn gpu_memory(index: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_jobs_fill_the_cores_with_one_thread_runs_on_cpu_only() {
+        assert_eq!(default_jobs("cpu", None, 2, 9).0, 2);
+        assert_eq!(default_jobs("cpu", None, 16, 9).0, 9, "capped by the runs");
+        assert_eq!(default_jobs("cpu", Some(4), 16, 9).0, 4);
+        assert_eq!(default_jobs("cpu", Some(4), 2, 9).0, 1);
+        assert_eq!(default_jobs("cuda:0", None, 16, 9).0, 1);
+        assert!(
+            default_jobs("cpu", None, 2, 9)
+                .1
+                .contains("2 at once x 1 thread")
+        );
+    }
 
     #[test]
     fn reads_mem_total_in_bytes() {

@@ -9,7 +9,7 @@
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
-use super::streams;
+use super::streams::{self, StreamWeights};
 use super::{Sublayers, Trace};
 use crate::model::init::Init;
 use crate::model::norm::RmsNorm;
@@ -70,28 +70,18 @@ impl HyperConnections {
         &self,
         e: Tensor<3>,
         layers: &dyn Sublayers,
-        mut trace: Option<&mut Trace>,
+        trace: Option<&mut Trace>,
     ) -> Tensor<3> {
-        let m = self.streams;
-        let mut h = streams::expand(e, m); // [B, T, m, d]
-        for (l, layer) in self.layers.iter().enumerate() {
-            let (read, mix, write) = layer.weights(&h);
-            let x = streams::read(&h, read);
-            let y = layers.apply(l, x.clone());
-            if let Some(t) = trace.as_deref_mut() {
-                t.layer(&x, &y);
-                t.depth(layer.mean_read(&h));
-            }
-            h = streams::update(h, mix, write, y);
-        }
-        streams::collapse(h)
+        let n = self.layers.len();
+        streams::forward(e, self.streams, n, layers, trace, |l, h| {
+            self.layers[l].weights(h)
+        })
     }
 }
 
 impl HcLayer {
-    /// Read `[B, T, m, 1]`, mix `[B, T, m, m]` (row `j`: what stream `j` takes) and write
-    /// `[B, T, m, 1]` weights for the state `h` `[B, T, m, d]` (broadcast shapes when static).
-    fn weights(&self, h: &Tensor<4>) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+    /// The weights for the state `h` `[B, T, m, d]` (broadcast shapes when static).
+    fn weights(&self, h: &Tensor<4>) -> StreamWeights {
         let m = self.write.dims()[0];
         let read = self.read.val().reshape([1, 1, m, 1]);
         let mix = self.mix.val().reshape([1, 1, m, m]);
@@ -110,17 +100,5 @@ impl HcLayer {
         let write = write + logits.clone().narrow(3, 1, 1) * s_beta; // [B, T, m, 1]
         let mix = mix + logits.narrow(3, 2, m) * s_alpha; // [B, T, m(from), m(to)]
         (read, mix.swap_dims(2, 3), write)
-    }
-
-    /// The read weights averaged over tokens, one per stream: the probe of Fig. 8's kind.
-    fn mean_read(&self, h: &Tensor<4>) -> Tensor<1> {
-        let m = self.write.dims()[0];
-        let [b, t, _, _] = h.dims();
-        self.weights(h)
-            .0
-            .expand([b, t, m, 1])
-            .detach()
-            .mean_dims(&[0, 1])
-            .reshape([m])
     }
 }

@@ -16,7 +16,7 @@ use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
 
 use super::mhc_lite::Permutations;
-use super::streams;
+use super::streams::{self, StreamWeights};
 use super::{Sublayers, Trace};
 use crate::model::init::Init;
 use crate::model::norm::RmsNorm;
@@ -84,31 +84,16 @@ impl Mhc {
         &self,
         e: Tensor<3>,
         layers: &dyn Sublayers,
-        mut trace: Option<&mut Trace>,
+        trace: Option<&mut Trace>,
     ) -> Tensor<3> {
-        let mut h = streams::expand(e, self.streams); // [B, T, m, d]
-        for (l, layer) in self.layers.iter().enumerate() {
-            let (read, mix, write) = self.weights(layer, &h);
-            if let Some(t) = trace.as_deref_mut() {
-                t.depth(
-                    read.clone()
-                        .detach()
-                        .mean_dims(&[0, 1])
-                        .reshape([self.streams]),
-                );
-            }
-            let x = streams::read(&h, read);
-            let y = layers.apply(l, x.clone());
-            if let Some(t) = trace.as_deref_mut() {
-                t.layer(&x, &y);
-            }
-            h = streams::update(h, mix, write, y);
-        }
-        streams::collapse(h)
+        let n = self.layers.len();
+        streams::forward(e, self.streams, n, layers, trace, |l, h| {
+            self.weights(&self.layers[l], h)
+        })
     }
 
-    /// Read `[B, T, m, 1]`, mix `[B, T, m, m]` (doubly stochastic) and write `[B, T, m, 1]`.
-    fn weights(&self, layer: &MhcLayer, h: &Tensor<4>) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+    /// The weights for the state `h`; the mixing matrix is doubly stochastic.
+    fn weights(&self, layer: &MhcLayer, h: &Tensor<4>) -> StreamWeights {
         let m = self.streams;
         let [b, t, _, _] = h.dims();
         let raw = layer

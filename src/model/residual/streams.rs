@@ -6,6 +6,39 @@
 
 use burn::tensor::Tensor;
 
+use super::{Sublayers, Trace};
+
+/// Read `[B, T, m, 1]`, mix `[B, T, m, m]` (row `j`: what stream `j` takes from each) and
+/// write `[B, T, m, 1]` weights, or shapes that broadcast to them.
+pub type StreamWeights = (Tensor<4>, Tensor<4>, Tensor<4>);
+
+/// The whole multi-stream forward: `m` copies of `e`, then for each of `n_layers` layers
+/// the family's `weights(l, h)`, the read, the layer and the update; the streams' sum at the
+/// end. With a trace, each layer's read weights averaged over tokens are its depth weights.
+pub fn forward(
+    e: Tensor<3>,
+    m: usize,
+    n_layers: usize,
+    layers: &dyn Sublayers,
+    mut trace: Option<&mut Trace>,
+    weights: impl Fn(usize, &Tensor<4>) -> StreamWeights,
+) -> Tensor<3> {
+    let [b, t, _] = e.dims();
+    let mut h = expand(e, m); // [B, T, m, d]
+    for l in 0..n_layers {
+        let (read_w, mix, write) = weights(l, &h);
+        let x = read(&h, read_w.clone());
+        let y = layers.apply(l, x.clone());
+        if let Some(tr) = trace.as_deref_mut() {
+            tr.layer(&x, &y);
+            let mean = read_w.expand([b, t, m, 1]).detach().mean_dims(&[0, 1]);
+            tr.depth(mean.reshape([m]));
+        }
+        h = update(h, mix, write, y);
+    }
+    collapse(h)
+}
+
 /// `e` `[B, T, d]` copied into `m` streams: `[B, T, m, d]`.
 pub fn expand(e: Tensor<3>, m: usize) -> Tensor<4> {
     e.unsqueeze_dim::<4>(2).repeat_dim(2, m)
