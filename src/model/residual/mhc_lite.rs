@@ -25,10 +25,9 @@ impl Permutations {
         let perms = permutations(m);
         let mut values = Vec::with_capacity(perms.len() * m * m);
         for p in &perms {
-            for j in 0..m {
-                for i in 0..m {
-                    values.push(f32::from(p[j] == i));
-                }
+            // Row j of P_k: a one at the stream that stream j takes.
+            for &taken in p {
+                values.extend((0..m).map(|i| f32::from(taken == i)));
             }
         }
         Self {

@@ -32,6 +32,8 @@ pub trait Sublayers {
     fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3>;
 }
 
+// One per model, so the size of its largest variant (mHC-lite's constant tensor) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum Residual {
     Baseline(Baseline),
