@@ -123,14 +123,23 @@ fn two_processes_never_train_the_same_run() {
     let results = tmp.path().join("results");
     let a = run_sweep(&sweep, &results)
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let b = run_sweep(&sweep, &results)
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
-    assert!(a.status.success() && b.status.success());
+    for o in [&a, &b] {
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            stderr(o)
+        );
+    }
     let lines = format!(
         "{}{}",
         String::from_utf8_lossy(&a.stdout),

@@ -109,9 +109,15 @@ impl RunDir {
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader (or a crash)
-/// never sees half a file.
+/// never sees half a file. The temporary name is unique to the process and the call: two
+/// processes writing one file (two `attnres run` of a sweep write its `sweep.yaml`) must not
+/// rename each other's temporary away.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = tmp_path(path);
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{}.{call}.tmp", std::process::id()));
+    let tmp = path.with_file_name(name);
     let mut f = fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
     f.write_all(bytes).map_err(|e| StoreError::io(&tmp, e))?;
     f.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
