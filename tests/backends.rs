@@ -12,8 +12,7 @@ use common::*;
 fn tch_and_flex_agree() {
     let tch = device(BackendKind::Tch, "cpu").unwrap();
     let flex = device(BackendKind::Flex, "cpu").unwrap();
-    for residual in all_variants() {
-        let config = tiny(residual);
+    for config in all_models() {
         let input = random_tokens(31, 2, 12, config.vocab_size);
         let logits = |d| {
             let model = perturb(Lm::init(&config, 30, d).unwrap(), 32, 0.3);
@@ -24,7 +23,7 @@ fn tch_and_flex_agree() {
         };
         let (a, a2) = logits(&tch);
         let (b, b2) = logits(&flex);
-        let label = config.residual.label();
+        let label = config.arm_label();
         assert!(
             max_abs_diff(&a, &b) < 1e-4,
             "{label}: {}",

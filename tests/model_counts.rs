@@ -61,14 +61,13 @@ fn flops_match_hand_computation() {
 #[test]
 fn config_count_equals_module_count() {
     let device = test_device();
-    for residual in all_variants() {
-        let config = tiny(residual);
+    for config in all_models() {
         let model = Lm::init(&config, 0, &device).unwrap();
         assert_eq!(
             model.num_params() as u64,
             param_counts(&config).total,
             "{}",
-            config.residual.label()
+            config.arm_label()
         );
     }
 }

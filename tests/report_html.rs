@@ -22,29 +22,8 @@ train: {batch_size: 8, lr: 0.004, budget: {tokens: 6000}, eval_every: 5, eval_ba
 fn the_report_renders_every_figure_in_chromium() {
     let tmp = TempDir::new("report");
     let sweep = write(tmp.path(), "rep.yaml", SWEEP);
-    let (results, reports) = (tmp.path().join("results"), tmp.path().join("reports"));
-    let o = attnres()
-        .arg("run")
-        .arg(&sweep)
-        .arg("--results")
-        .arg(&results)
-        .args(["--jobs", "2"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let o = attnres()
-        .arg("report")
-        .arg(&sweep)
-        .arg("--results")
-        .arg(&results)
-        .arg("--reports")
-        .arg(&reports)
-        .args(["--resamples", "200"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{stdout}{}", stderr(&o));
-    let dir = reports.join("rep");
+    let results = tmp.path().join("results");
+    let dir = train_and_report(tmp.path(), &sweep, 200).join("rep");
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     for fig in [
         "scaling",
@@ -136,6 +115,38 @@ fn the_report_renders_every_figure_in_chromium() {
     );
 }
 
+/// Trains `sweep` into `root/results` (two jobs) and reports it into `root/reports`, which
+/// it returns.
+fn train_and_report(
+    root: &std::path::Path,
+    sweep: &std::path::Path,
+    resamples: u32,
+) -> std::path::PathBuf {
+    let (results, reports) = (root.join("results"), root.join("reports"));
+    let o = attnres()
+        .arg("run")
+        .arg(sweep)
+        .arg("--results")
+        .arg(&results)
+        .args(["--jobs", "2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = attnres()
+        .arg("report")
+        .arg(sweep)
+        .arg("--results")
+        .arg(&results)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--resamples", &resamples.to_string()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", stderr(&o));
+    reports
+}
+
 fn attr<'a>(text: &'a str, name: &str) -> &'a str {
     let key = format!("{name}=\"");
     let start = text.find(&key).map(|i| i + key.len()).unwrap_or(0);
@@ -153,4 +164,58 @@ fn which_chromium() -> Option<String> {
                 .is_ok_and(|o| o.status.success())
         })
         .map(String::from)
+}
+
+/// A sweep over tasks (k-hop at 1 and 2 hops): the report compares answer accuracy per
+/// task, draws it against hops, and fits no scaling law across tasks.
+#[test]
+fn a_sweep_over_tasks_reports_accuracy_against_difficulty() {
+    let tmp = TempDir::new("probes");
+    let sweep = write(
+        tmp.path(),
+        "probes.yaml",
+        "name: probes
+data: {tokenizer: byte}
+tasks:
+  - {synthetic: {task: khop, hops: 1, n_vars: 5, train_examples: 1000, val_examples: 64}}
+  - {synthetic: {task: khop, hops: 2, n_vars: 5, train_examples: 1000, val_examples: 64}}
+model: {context: 32, head_dim: 16}
+sizes: [nano]
+residual: [baseline, full, {variant: full, value_residual: true}]
+seeds: [0, 1]
+train: {batch_size: 8, lr: 0.004, budget: {tokens: 3000}, eval_every: 5, eval_batches: 2, checkpoint_every: 0}
+",
+    );
+    let results = tmp.path().join("results");
+    let o = attnres()
+        .arg("plan")
+        .arg(&sweep)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{plan}{}", stderr(&o));
+    assert!(
+        plan.contains("total: 12 runs")
+            && plan.contains("khop hops=2")
+            && plan.contains("full value_residual"),
+        "{plan}"
+    );
+    let dir = train_and_report(tmp.path(), &sweep, 50).join("probes");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(dir.join("figures/probe_accuracy.png").is_file(), "{md}");
+    assert!(md.contains("figures/probe_accuracy.png"), "{md}");
+    assert!(
+        md.contains("Reasoning probes") && md.contains("khop (nano)"),
+        "{md}"
+    );
+    assert!(!md.contains("Scaling fits"), "a fit across tasks: {md}");
+    // One row per (arm, hops): 3 arms x 2 difficulties, each with its two seeds.
+    let rows = md
+        .lines()
+        .filter(|l| l.starts_with("| khop (nano) |"))
+        .count();
+    assert_eq!(rows, 6, "{md}");
+    assert!(md.contains("4 comparisons"), "{md}");
 }

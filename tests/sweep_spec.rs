@@ -179,3 +179,46 @@ fn zip_pairs_axes_and_lr_rules_follow_size() {
         "a larger model gets a smaller learning rate"
     );
 }
+
+/// `tasks` is the outermost axis: each task's runs in the usual order under ids of their
+/// own; the value residual makes an arm of its own, and is left out of the canonical form
+/// when off, so the run ids of earlier sweeps do not move.
+#[test]
+fn tasks_are_the_outermost_axis() {
+    let text = "name: t
+data: {}
+tasks:
+  - {synthetic: {task: khop, hops: 1, n_vars: 5}}
+  - {synthetic: {task: mqar, pairs: 4, queries: 2}}
+model: {context: 48, head_dim: 16}
+sizes: [nano]
+residual: [baseline, {variant: baseline, value_residual: true}]
+seeds: [0, 1]
+train: {batch_size: 8, lr: 0.003, budget: {tokens: 4000}}
+";
+    let sweep = Sweep::parse(Path::new("t.yaml"), text).unwrap();
+    let got: Vec<String> = sweep
+        .runs
+        .iter()
+        .map(|r| format!("{} / {} {}", r.task(), r.arm, r.seed))
+        .collect();
+    let want = [
+        "khop hops=1 / baseline 0",
+        "khop hops=1 / baseline 1",
+        "khop hops=1 / baseline value_residual 0",
+        "khop hops=1 / baseline value_residual 1",
+        "mqar pairs=4 / baseline 0",
+        "mqar pairs=4 / baseline 1",
+        "mqar pairs=4 / baseline value_residual 0",
+        "mqar pairs=4 / baseline value_residual 1",
+    ];
+    assert_eq!(got, want);
+    let mut ids: Vec<&str> = sweep.runs.iter().map(|r| r.id.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8);
+    let plain = serde_json::to_string(&sweep.runs[0].spec).unwrap();
+    assert!(!plain.contains("value_residual"), "{plain}");
+    let with = serde_json::to_string(&sweep.runs[2].spec).unwrap();
+    assert!(with.contains(r#""value_residual":true"#), "{with}");
+}

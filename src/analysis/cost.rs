@@ -30,7 +30,19 @@ pub fn scheme_at(residual: &ResidualConfig, layers: usize) -> Scheme {
         ResidualConfig::Hyper(h) => Scheme::Mhc {
             m: h.streams as f64,
         },
-        ResidualConfig::AttnRes(c) if c.block_size == 1 => Scheme::Full { s: l / 8.0, n: 8.0 },
+        ResidualConfig::AttnRes(c) if c.block_size == 1 && c.block_sizes.is_none() => {
+            Scheme::Full { s: l / 8.0, n: 8.0 }
+        }
+        // Blocks of their own lengths are costed as equal blocks of the mean length (their
+        // lengths are given for the model's own depth, not for every L of the curves).
+        ResidualConfig::AttnRes(c) if c.block_sizes.is_some() => {
+            let lengths = c.block_sizes.as_deref().unwrap_or(&[]);
+            let s = (lengths.iter().sum::<usize>() as f64 / lengths.len().max(1) as f64).min(l);
+            Scheme::Block {
+                s,
+                n: (l / s).ceil(),
+            }
+        }
         ResidualConfig::AttnRes(c) => {
             let s = c.block_size.min(layers) as f64;
             Scheme::Block {

@@ -66,6 +66,7 @@ pub fn runs_frame(runs: &[LoadedRun]) -> PolarsResult<DataFrame> {
     df!(
         "sweep" => col_str(&|r| r.sweep.clone()),
         "id" => col_str(&|r| r.planned.id.clone()),
+        "task" => col_str(&|r| r.planned.task()),
         "size" => col_str(&|r| r.planned.size.clone()),
         "arm" => col_str(&|r| r.planned.arm.clone()),
         "variant" => col_str(&|r| r.variant().to_string()),
@@ -120,12 +121,13 @@ pub fn depth_frame(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
     Ok(df!("id" => id, "step" => step, "layer" => layer, "source" => source, "weight" => weight)?)
 }
 
-/// Mean and spread of the final validation loss over seeds, per (arm, size, budget): the points of
+/// Mean and spread of the final validation loss over seeds, per (task, arm, size, budget): the points of
 /// the scaling plot and the block-size and depth/width views.
 pub fn seed_means(runs: &DataFrame, compute_col: &str) -> PolarsResult<DataFrame> {
     runs.clone()
         .lazy()
         .group_by_stable([
+            col("task"),
             col("arm"),
             col("variant"),
             col("size"),

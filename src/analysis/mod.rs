@@ -10,6 +10,8 @@ pub mod load;
 pub mod multiplier;
 pub mod paired;
 pub mod power;
+pub mod probes;
+pub mod shapes;
 pub mod stats;
 pub mod validation;
 pub mod views;

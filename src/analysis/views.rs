@@ -259,7 +259,7 @@ pub fn block_view(runs: &[LoadedRun]) -> Option<BlockView> {
 
 /// The method itself, not an ablation.
 fn is_plain(r: &LoadedRun) -> bool {
-    r.planned.spec.model.residual.is_plain()
+    r.planned.spec.model.is_plain()
 }
 
 /// Fig. 7: per arm, mean loss over seeds on the (n_blocks, d_model) grid; the best shape

@@ -306,6 +306,7 @@ fn print_training(args: &CostArgs) -> anyhow::Result<()> {
         ff_mult: 8.0 / 3.0,
         context: args.context,
         residual: ResidualConfig::Baseline,
+        value_residual: false,
     };
     base.validate()
         .map_err(|e| InputError(format!("model: {e}")))?;

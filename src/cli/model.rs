@@ -33,7 +33,9 @@ pub struct ModelArgs {
     /// Context length T. Default 256.
     #[arg(long)]
     pub context: Option<usize>,
-    /// Residual variants to compare: baseline, full, block:S, denseformer (comma-separated).
+    /// Residual variants to compare: baseline, full, block:S, block:2/2/4 (blocks of these
+    /// lengths from the bottom up), denseformer, hc:M, mhc:M,
+    /// mhc_lite:M, each optionally with `+vr` for the value residual (comma-separated).
     /// Default: the config file's, or baseline,full,block:4.
     #[arg(long, value_delimiter = ',')]
     pub residual: Vec<String>,
@@ -94,30 +96,35 @@ fn configs_from(args: &ModelArgs) -> anyhow::Result<Vec<ModelConfig>> {
             .or(file.as_ref().map(|f| f.context))
             .unwrap_or(256),
         residual: ResidualConfig::Baseline,
+        value_residual: false,
     };
-    let residuals = if !args.residual.is_empty() {
+    let residuals: Vec<(ResidualConfig, bool)> = if !args.residual.is_empty() {
         args.residual
             .iter()
-            .map(|s| parse_residual(s))
+            .map(|s| match s.strip_suffix("+vr") {
+                Some(family) => parse_residual(family).map(|r| (r, true)),
+                None => parse_residual(s).map(|r| (r, false)),
+            })
             .collect::<Result<Vec<_>, _>>()?
     } else if let Some(f) = &file {
-        vec![f.residual.clone()]
+        vec![(f.residual.clone(), f.value_residual)]
     } else {
         vec![
-            ResidualConfig::Baseline,
-            ResidualConfig::full(),
-            ResidualConfig::block(4),
+            (ResidualConfig::Baseline, false),
+            (ResidualConfig::full(), false),
+            (ResidualConfig::block(4), false),
         ]
     };
     residuals
         .into_iter()
-        .map(|residual| {
+        .map(|(residual, value_residual)| {
             let c = ModelConfig {
                 residual,
+                value_residual,
                 ..base.clone()
             };
             c.validate()
-                .map_err(|e| InputError(format!("model settings ({}): {e}", c.residual.label())))?;
+                .map_err(|e| InputError(format!("model settings ({}): {e}", c.arm_label())))?;
             Ok(c)
         })
         .collect()
@@ -129,11 +136,22 @@ pub fn parse_residual(s: &str) -> Result<ResidualConfig, InputError> {
     let unknown = |other: &str| {
         InputError(format!(
             "--residual: unknown variant `{other}`; use baseline, full, block:S (e.g. block:4), \
-             denseformer, hc:M, mhc:M or mhc_lite:M (M streams, e.g. hc:4); ablations go in a \
+             block:S1/S2/... (blocks of these lengths, bottom up), denseformer, hc:M, mhc:M or mhc_lite:M (M streams, e.g. hc:4); ablations go in a \
              --config file"
         ))
     };
     let s = s.trim();
+    // `block:2/2/4/8`: blocks of these lengths from the bottom up.
+    if let Some(list) = s.strip_prefix("block:").filter(|l| l.contains('/')) {
+        let sizes = list
+            .split('/')
+            .map(|x| x.parse::<usize>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| unknown(s))?;
+        return Ok(ResidualConfig::AttnRes(
+            crate::model::config::AttnResConfig::per_depth(sizes),
+        ));
+    }
     let (name, arg) = match s.split_once(':') {
         Some((name, arg)) => (name, Some(arg.parse::<usize>().map_err(|_| unknown(s))?)),
         None => (s, None),
@@ -159,7 +177,7 @@ pub fn parse_residual(s: &str) -> Result<ResidualConfig, InputError> {
 fn summary_json(c: &ModelConfig) -> serde_json::Value {
     serde_json::json!({
         "config": c,
-        "label": c.residual.label(),
+        "label": c.arm_label(),
         "params": param_counts(c),
         "flops_per_token": flops_per_token(c),
         "forward_flops_per_token": flops_per_token(c).forward(),
@@ -186,10 +204,8 @@ pub fn render_table(configs: &[ModelConfig]) -> String {
         first.vocab_size,
         first.context
     );
-    let mut rows: Vec<(String, Vec<String>)> = vec![(
-        "".into(),
-        configs.iter().map(|c| c.residual.label()).collect(),
-    )];
+    let mut rows: Vec<(String, Vec<String>)> =
+        vec![("".into(), configs.iter().map(|c| c.arm_label()).collect())];
     let mut row = |name: &str, f: &dyn Fn(&ModelConfig) -> String| {
         rows.push((name.to_string(), configs.iter().map(f).collect()));
     };
@@ -262,14 +278,19 @@ pub fn render_table(configs: &[ModelConfig]) -> String {
          DenseFormer: after each block):\n",
         first.n_layers() - 1
     ));
+    let width = configs
+        .iter()
+        .map(|c| c.arm_label().len())
+        .max()
+        .unwrap_or(0);
     for c in configs {
         let counts: Vec<String> = depth_source_counts(c)
             .iter()
             .map(usize::to_string)
             .collect();
         out.push_str(&format!(
-            "  {:<12} {}\n",
-            c.residual.label(),
+            "  {:<width$} {}\n",
+            c.arm_label(),
             counts.join(" ")
         ));
     }

@@ -26,7 +26,7 @@ pub struct SweepArgs {
     /// Where run folders live: RESULTS/NAME/RUN_ID.
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
-    /// Select runs: key=value (size, arm, variant, block_size, seed, id) or text; repeatable.
+    /// Select runs: key=value (size, arm, variant, block_size, seed, id, task) or text; repeatable.
     #[arg(long)]
     pub filter: Vec<String>,
 }
@@ -150,8 +150,22 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
         println!("cost: {cost}");
     }
     println!(
-        "\n{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10} {:>9} {:>9} {:<8}",
-        "id", "variant", "S", "size", "params", "tokens", "FLOPs", "memory", "est.", "status"
+        "\n{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10} {:>9} {:>9} {:<8}{}",
+        "id",
+        "variant",
+        "S",
+        "size",
+        "params",
+        "tokens",
+        "FLOPs",
+        "memory",
+        "est.",
+        "status",
+        if sweep.file.tasks.is_empty() {
+            ""
+        } else {
+            " task"
+        }
     );
     let (mut tokens, mut flops, mut seconds, mut n) = (0u64, 0f64, 0f64, 0);
     for run in sweep
@@ -163,7 +177,7 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
         let f = crate::model::flops::flops_exact(&spec.model, spec.total_tokens());
         let state = view(&RunDir::new(root.join(&run.id)))?;
         println!(
-            "{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10.3e} {:>9} {:>9} {:<8}",
+            "{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10.3e} {:>9} {:>9} {:<8}{}",
             run.id,
             run.arm,
             run.block_size
@@ -179,7 +193,8 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
                 "running"
             } else {
                 state.state.name()
-            }
+            },
+            task_column(&sweep, run)
         );
         n += 1;
         tokens += spec.total_tokens();
@@ -323,13 +338,34 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// ` khop hops=2` after a run's row when the sweep has a `tasks` axis, else nothing.
+fn task_column(sweep: &crate::spec::Sweep, run: &crate::spec::PlannedRun) -> String {
+    if sweep.file.tasks.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", run.task())
+    }
+}
+
 pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.load()?;
     let root = sweep.results_dir(&args.results);
     let queue = crate::runner::slurm::queue_states(&root);
     println!(
-        "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}",
-        "id", "variant", "size", "seed", "state", "step", "loss", "val"
+        "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}{}",
+        "id",
+        "variant",
+        "size",
+        "seed",
+        "state",
+        "step",
+        "loss",
+        "val",
+        if sweep.file.tasks.is_empty() {
+            ""
+        } else {
+            " task"
+        }
     );
     let mut counts = std::collections::BTreeMap::new();
     for run in sweep
@@ -353,7 +389,7 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
         };
         *counts.entry(state).or_insert(0) += 1;
         println!(
-            "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}",
+            "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}{}",
             run.id,
             run.arm,
             run.size,
@@ -370,6 +406,7 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
             last_val
                 .map(|v| format!("{v:.4}"))
                 .unwrap_or_else(|| "-".into()),
+            task_column(&sweep, run)
         );
         if let (RunState::Failed, Ok(Some(crate::store::Status::Failed { reason, .. }))) =
             (&v.state, dir.read_status())

@@ -64,7 +64,7 @@ pub fn run_train(args: TrainArgs) -> anyhow::Result<()> {
     eprintln!(
         "train: run {} ({}) -> {} ({} steps, {} tokens)",
         spec.run_id(),
-        spec.model.residual.label(),
+        spec.model.arm_label(),
         dir.root.display(),
         spec.total_steps(),
         spec.total_tokens()

@@ -39,6 +39,29 @@ pub enum CorpusConfig {
     Synthetic(SyntheticConfig),
 }
 
+impl CorpusConfig {
+    /// A short name for reports and run listings: `shakespeare`, `khop hops=2`, `mqar pairs=8`.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Shakespeare => "shakespeare".into(),
+            Self::Text { .. } => "text".into(),
+            Self::Parquet { .. } => "parquet".into(),
+            Self::Tokens { .. } => "tokens".into(),
+            Self::Synthetic(SyntheticConfig::Khop { hops, .. }) => format!("khop hops={hops}"),
+            Self::Synthetic(SyntheticConfig::Mqar { pairs, .. }) => format!("mqar pairs={pairs}"),
+        }
+    }
+
+    /// For a synthetic task: its kind and the difficulty it grows with (hops, pairs).
+    pub fn difficulty(&self) -> Option<(&'static str, usize)> {
+        match self {
+            Self::Synthetic(SyntheticConfig::Khop { hops, .. }) => Some(("khop", *hops)),
+            Self::Synthetic(SyntheticConfig::Mqar { pairs, .. }) => Some(("mqar", *pairs)),
+            _ => None,
+        }
+    }
+}
+
 fn text_column() -> String {
     "text".into()
 }

@@ -20,6 +20,12 @@ pub struct ModelConfig {
     pub context: usize,
     #[serde(default)]
     pub residual: ResidualConfig,
+    /// ResFormer's value residual (arXiv 2410.17897): every attention layer after the first
+    /// uses `λ1·V_n + λ2·V_1`, its own values mixed with the first layer's, with learned λ.
+    /// Independent of the residual family; left out of the canonical form when off, so
+    /// run ids of models without it stay what they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub value_residual: bool,
 }
 
 fn default_ff_mult() -> f64 {
@@ -175,8 +181,10 @@ pub enum Mixing {
 /// Block AttnRes and its ablations. [`AttnResConfig::block`] is the report's method.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttnResConfig {
-    /// `S`: layers per block. 1 is Full AttnRes.
+    /// `S`: layers per block. 1 is Full AttnRes. With `block_sizes`, the longest block.
     pub block_size: usize,
+    /// Blocks of these lengths from the bottom up instead of `S` each; they sum to `L`.
+    pub block_sizes: Option<Vec<usize>>,
     pub key_norm: bool,
     pub normalize: Normalize,
     pub query: QueryKind,
@@ -192,6 +200,7 @@ impl AttnResConfig {
     pub fn block(block_size: usize) -> Self {
         Self {
             block_size,
+            block_sizes: None,
             key_norm: true,
             normalize: Normalize::Softmax,
             query: QueryKind::Static,
@@ -203,6 +212,43 @@ impl AttnResConfig {
 }
 
 impl AttnResConfig {
+    /// Blocks of the given lengths from the bottom up (at least one, each at least 1): the
+    /// report's method with its blocks not all of one size.
+    pub fn per_depth(sizes: Vec<usize>) -> Self {
+        Self {
+            block_size: sizes.iter().copied().max().unwrap_or(1),
+            block_sizes: Some(sizes),
+            ..Self::block(1)
+        }
+    }
+
+    /// The lengths of the blocks from the bottom up over `n_layers` sublayers: `S` each (the
+    /// last one shorter where `S` does not divide `L`), or the listed `block_sizes`.
+    pub fn block_lengths(&self, n_layers: usize) -> Vec<usize> {
+        match &self.block_sizes {
+            Some(sizes) => sizes.clone(),
+            None => {
+                let s = self.block_size.max(1);
+                (0..n_layers)
+                    .step_by(s)
+                    .map(|start| s.min(n_layers - start))
+                    .collect()
+            }
+        }
+    }
+
+    /// The first sublayer of each block.
+    pub fn block_starts(&self, n_layers: usize) -> Vec<usize> {
+        self.block_lengths(n_layers)
+            .iter()
+            .scan(0, |start, &len| {
+                let first = *start;
+                *start += len;
+                Some(first)
+            })
+            .collect()
+    }
+
     /// Whether training and inference take the two-phase path (SPEC section 5): only static
     /// pseudo-queries without a window can be scored before their layer runs.
     pub fn two_phase(&self) -> bool {
@@ -226,7 +272,7 @@ impl ResidualConfig {
             Self::Baseline => "baseline",
             Self::Denseformer => "denseformer",
             Self::Hyper(h) => h.variant(),
-            Self::AttnRes(c) if c.block_size == 1 => "full",
+            Self::AttnRes(c) if c.block_size == 1 && c.block_sizes.is_none() => "full",
             Self::AttnRes(_) => "block",
         }
     }
@@ -269,10 +315,13 @@ impl ResidualConfig {
                 s
             }
             Self::AttnRes(c) => {
-                let mut s = if c.block_size == 1 {
-                    "full".to_string()
-                } else {
-                    format!("block S={}", c.block_size)
+                let mut s = match &c.block_sizes {
+                    Some(sizes) => {
+                        let sizes: Vec<String> = sizes.iter().map(usize::to_string).collect();
+                        format!("block S={}", sizes.join(","))
+                    }
+                    None if c.block_size == 1 => "full".to_string(),
+                    None => format!("block S={}", c.block_size),
                 };
                 if !c.key_norm {
                     s.push_str(" key_norm=none");
@@ -321,6 +370,18 @@ pub enum ConfigError {
         value: usize,
         max: usize,
     },
+    #[error(
+        "block_sizes {sizes:?} must be block lengths of at least 1 that sum to the model's {layers} sublayers (2 per block), not {sum}"
+    )]
+    BlockSizes {
+        sizes: Vec<usize>,
+        sum: usize,
+        layers: usize,
+    },
+    #[error(
+        "value_residual mixes the first attention layer's values into later ones and needs at least 2 blocks, got {0}"
+    )]
+    ValueResidualNeedsDepth(usize),
     #[error("`{variant}` takes {min} to {max} streams, got {streams}")]
     BadStreams {
         variant: &'static str,
@@ -382,6 +443,16 @@ impl ModelConfig {
                     value: 0,
                 });
             }
+            if let Some(sizes) = &c.block_sizes {
+                let sum: usize = sizes.iter().sum();
+                if sizes.is_empty() || sizes.contains(&0) || sum != self.n_layers() {
+                    return Err(ConfigError::BlockSizes {
+                        sizes: sizes.clone(),
+                        sum,
+                        layers: self.n_layers(),
+                    });
+                }
+            }
             if c.heads == 0 {
                 return Err(ConfigError::NotPositive {
                     key: "heads",
@@ -405,7 +476,25 @@ impl ModelConfig {
         if let ResidualConfig::Hyper(h) = &self.residual {
             h.validate()?;
         }
+        if self.value_residual && self.n_blocks < 2 {
+            return Err(ConfigError::ValueResidualNeedsDepth(self.n_blocks));
+        }
         Ok(())
+    }
+
+    /// The arm's name: the residual family's label, with ` value_residual` when it is on.
+    pub fn arm_label(&self) -> String {
+        let label = self.residual.label();
+        if self.value_residual {
+            format!("{label} value_residual")
+        } else {
+            label
+        }
+    }
+
+    /// The published method of its family with nothing added (see [`ResidualConfig::is_plain`]).
+    pub fn is_plain(&self) -> bool {
+        self.residual.is_plain() && !self.value_residual
     }
 
     /// Number of sublayers `L = 2 * n_blocks`.

@@ -16,7 +16,8 @@ pub struct ParamCounts {
     pub head: u64,
     /// `N_nonemb`: everything but the token embedding and the LM head.
     pub non_embedding: u64,
-    /// Of `non_embedding`, the parameters the residual family adds (queries, key norms, ...).
+    /// Of `non_embedding`, the parameters the residual family adds (queries, key norms, ...),
+    /// and the value residual's two weights per mixing layer.
     pub residual: u64,
 }
 
@@ -29,7 +30,8 @@ pub struct FlopsPerToken {
     pub attention: u64,
     /// `4 * d` per (layer, source) pair for AttnRes; `2 * d` per (block, source) for
     /// DenseFormer; for HC, mHC and mHC-lite `2 m d (m + 2)` per layer (read, mix, write),
-    /// `m d` for the final sum, and the coefficients' own arithmetic (docs/residuals.md).
+    /// `m d` for the final sum, and the coefficients' own arithmetic (docs/residuals.md);
+    /// plus `3 d` per attention layer that mixes in the first layer's values.
     pub depth: u64,
     /// `2 * d * vocab`.
     pub head: u64,
@@ -114,10 +116,20 @@ fn residual_params(c: &ModelConfig) -> u64 {
     }
 }
 
+/// Attention layers that mix in the first layer's values (the value residual), each with
+/// its two weights and `3 d` FLOPs per token (two multiplies and an add per element).
+fn value_mixing_layers(c: &ModelConfig) -> u64 {
+    if c.value_residual {
+        c.n_blocks as u64 - 1
+    } else {
+        0
+    }
+}
+
 pub fn param_counts(c: &ModelConfig) -> ParamCounts {
     let (d, v) = (c.d_model as u64, c.vocab_size as u64);
     let norms = (2 * c.n_blocks as u64 + 1) * d;
-    let residual = residual_params(c);
+    let residual = residual_params(c) + 2 * value_mixing_layers(c);
     let non_embedding = c.n_blocks as u64 * block_matrix_params(c) + norms + residual;
     ParamCounts {
         total: non_embedding + 2 * v * d,
@@ -154,7 +166,7 @@ pub fn flops_per_token(c: &ModelConfig) -> FlopsPerToken {
         matrices: 2 * (c.n_blocks as u64 * block_matrix_params(c) + query_matrix_params(c))
             + hyper_matrix_flops(c),
         attention: 4 * t * d * c.n_blocks as u64,
-        depth,
+        depth: depth + 3 * d * value_mixing_layers(c),
         head: 2 * d * v,
     }
 }

@@ -1,5 +1,7 @@
 //! The Llama-style decoder LM around the residual family (SPEC section 7).
 
+use std::cell::RefCell;
+
 use burn::module::{Module, Param};
 use burn::tensor::module::embedding;
 use burn::tensor::{Device, Int, Tensor};
@@ -33,17 +35,33 @@ pub struct Lm {
     pub rope: Rope,
 }
 
-/// The blocks seen as `L = 2 * n_blocks` sublayers `f_l`.
+/// The blocks seen as `L = 2 * n_blocks` sublayers `f_l`, for one forward pass.
 struct BlockSublayers<'a> {
     blocks: &'a [TransformerBlock],
     rope: &'a Rope,
+    /// With the value residual: the first attention layer's values, kept from layer 0 for
+    /// the later ones (every family applies sublayers in order, once each).
+    first_values: Option<RefCell<Option<Tensor<4>>>>,
 }
 
 impl Sublayers for BlockSublayers<'_> {
     fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
         let block = &self.blocks[layer / 2];
         if layer.is_multiple_of(2) {
-            block.attn.forward(block.attn_norm.forward(x), self.rope)
+            let x = block.attn_norm.forward(x);
+            let Some(first) = &self.first_values else {
+                return block.attn.forward(x, self.rope, None).0;
+            };
+            let given = if layer == 0 {
+                None
+            } else {
+                first.borrow().clone()
+            };
+            let (y, own) = block.attn.forward(x, self.rope, given);
+            if layer == 0 {
+                *first.borrow_mut() = Some(own);
+            }
+            y
         } else {
             block.mlp.forward(block.mlp_norm.forward(x))
         }
@@ -65,6 +83,7 @@ impl Lm {
                     d,
                     config.n_heads,
                     out_std,
+                    config.value_residual && i > 0,
                     &init,
                 ),
                 mlp_norm: RmsNorm::init(d, &init),
@@ -88,9 +107,11 @@ impl Lm {
     }
 
     fn sublayers(&self) -> BlockSublayers<'_> {
+        let value_residual = self.blocks.iter().any(|b| b.attn.value_mix.is_some());
         BlockSublayers {
             blocks: &self.blocks,
             rope: &self.rope,
+            first_values: value_residual.then(|| RefCell::new(None)),
         }
     }
 

@@ -62,7 +62,7 @@ fn residual_elements(c: &ModelConfig) -> f64 {
     match &c.residual {
         ResidualConfig::Baseline => 0.0,
         ResidualConfig::AttnRes(a) if a.two_phase() => {
-            let stacked = two_phase_stacked_sources(c.n_layers(), a.block_size) as f64;
+            let stacked = two_phase_stacked_sources(a.block_lengths(c.n_layers()).len()) as f64;
             d * (2.0 * peak_stream_vectors(c) as f64 + stacked + 3.0 * layers)
         }
         ResidualConfig::AttnRes(_) => {
@@ -93,7 +93,14 @@ pub fn training_memory_in(c: &ModelConfig, sequences: usize, element_bytes: f64)
     // their gradient over the vocabulary. The backward pass adds one block's gradients.
     let ends = 3.0 * d + 3.0 * v;
     let backward = block_elements(c);
-    let per_token = blocks + residual_elements(c) + ends + backward;
+    // The value residual keeps the first layer's values and each mixing layer's two
+    // scaled terms: about `2 d` per later attention layer (ours, from the ops it records).
+    let value_mix = if c.value_residual {
+        2.0 * d * (c.n_blocks as f64 - 1.0)
+    } else {
+        0.0
+    };
+    let per_token = blocks + residual_elements(c) + value_mix + ends + backward;
     MemoryEstimate {
         state: 4.0 * element_bytes * param_counts(c).total as f64,
         activations: element_bytes * per_token * tokens,
@@ -115,6 +122,7 @@ mod tests {
             ff_mult: 8.0 / 3.0,
             context: 128,
             residual,
+            value_residual: false,
         }
     }
 

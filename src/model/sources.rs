@@ -5,31 +5,23 @@
 use super::config::{ModelConfig, ResidualConfig};
 
 /// Number of sources seen by AttnRes layer `l` for `l in 0..L`, then by the output step
-/// (index `L`). Sources are the embedding, the completed blocks and, after a block's first
-/// layer, the partial sum of the current block; a window keeps the embedding plus the last
-/// `W` of the others.
-pub fn attnres_source_counts(
-    n_layers: usize,
-    block_size: usize,
-    window: Option<usize>,
-) -> Vec<usize> {
+/// (index `L`), for blocks of `lengths` from the bottom up. Sources are the embedding, the
+/// completed blocks and, after a block's first layer, the partial sum of the current block;
+/// a window keeps the embedding plus the last `W` of the others.
+pub fn attnres_source_counts(lengths: &[usize], window: Option<usize>) -> Vec<usize> {
     let cap = |others: usize| 1 + window.map_or(others, |w| others.min(w));
-    let mut counts: Vec<usize> = (0..n_layers)
-        .map(|l| {
-            let completed = l / block_size;
-            let partial = usize::from(l % block_size != 0);
-            cap(completed + partial)
-        })
-        .collect();
-    counts.push(cap(n_layers.div_ceil(block_size)));
+    let mut counts = Vec::new();
+    for (completed, &len) in lengths.iter().enumerate() {
+        counts.extend((0..len).map(|j| cap(completed + usize::from(j > 0))));
+    }
+    counts.push(cap(lengths.len()));
     counts
 }
 
 /// Completed sources stacked by the two-phase path, summed over its phase-1 steps (one per
 /// block, then the output step): `sum_n (n + 1)` for blocks `n = 0..N`, what its batched
 /// weighted sums keep for the backward pass. Full AttnRes stacks `O(L^2)`, Block `O(N^2)`.
-pub fn two_phase_stacked_sources(n_layers: usize, block_size: usize) -> usize {
-    let blocks = n_layers.div_ceil(block_size);
+pub fn two_phase_stacked_sources(blocks: usize) -> usize {
     (1..=blocks + 1).sum()
 }
 
@@ -40,7 +32,7 @@ pub fn depth_source_counts(config: &ModelConfig) -> Vec<usize> {
     let n_layers = config.n_layers();
     match &config.residual {
         ResidualConfig::Baseline => vec![1; n_layers],
-        ResidualConfig::AttnRes(c) => attnres_source_counts(n_layers, c.block_size, c.window),
+        ResidualConfig::AttnRes(c) => attnres_source_counts(&c.block_lengths(n_layers), c.window),
         // After block i (0-based) the average runs over the embedding and i + 1 block outputs.
         ResidualConfig::Denseformer => (0..config.n_blocks).map(|i| i + 2).collect(),
         // Every layer reads all m streams.
@@ -55,8 +47,8 @@ pub fn peak_stream_vectors(config: &ModelConfig) -> usize {
         // All completed sources plus the partial sum; a window does not shrink the cache that
         // the backward pass needs, only what each step reads.
         ResidualConfig::AttnRes(c) => {
-            let blocks = config.n_layers().div_ceil(c.block_size);
-            1 + blocks + usize::from(c.block_size > 1)
+            let lengths = c.block_lengths(config.n_layers());
+            1 + lengths.len() + usize::from(lengths.iter().any(|&len| len > 1))
         }
         // The embedding, every block output, and the running input.
         ResidualConfig::Denseformer => config.n_blocks + 2,

@@ -28,6 +28,9 @@ pub struct ResidualWire {
     pub variant: Variant,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_size: Option<usize>,
+    /// `block` only: blocks of these lengths from the bottom up, instead of `block_size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_sizes: Option<Vec<usize>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_norm: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,6 +52,10 @@ pub struct ResidualWire {
     /// `mhc` only: Sinkhorn-Knopp iterations (default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sinkhorn_iters: Option<usize>,
+    /// ResFormer's value residual, for any variant: a sweep entry's key that sets
+    /// `ModelConfig::value_residual` (not part of the residual family itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_residual: Option<bool>,
 }
 
 /// A residual as written by a user: a bare variant name or the map form.
@@ -94,6 +101,7 @@ impl ResidualWire {
         Self {
             variant,
             block_size: None,
+            block_sizes: None,
             key_norm: None,
             normalize: None,
             query: None,
@@ -103,6 +111,7 @@ impl ResidualWire {
             streams: None,
             dynamic: None,
             sinkhorn_iters: None,
+            value_residual: None,
         }
     }
 }
@@ -111,6 +120,13 @@ impl TryFrom<ResidualWire> for ResidualConfig {
     type Error = String;
 
     fn try_from(w: ResidualWire) -> Result<Self, String> {
+        if w.value_residual.is_some() {
+            return Err(
+                "`value_residual` belongs to a sweep's `residual` entry (it sets the model, not \
+                 the residual family); it is not accepted here"
+                    .into(),
+            );
+        }
         if matches!(w.variant, Variant::Hc | Variant::Mhc | Variant::MhcLite) {
             return hyper_from(w).map(Self::Hyper);
         }
@@ -125,6 +141,20 @@ impl TryFrom<ResidualWire> for ResidualConfig {
                      not `{}`",
                     variant_name(w.variant)
                 ));
+            }
+        }
+        if w.block_sizes.is_some() {
+            if w.variant != Variant::Block {
+                return Err(format!(
+                    "`block_sizes` applies only to `variant: block`, not `{}`",
+                    variant_name(w.variant)
+                ));
+            }
+            if w.block_size.is_some() {
+                return Err(
+                    "give `block_size` (one size for every block) or `block_sizes` (one per block), not both"
+                        .into(),
+                );
             }
         }
         let has_ablation = w.key_norm.is_some()
@@ -163,6 +193,18 @@ impl TryFrom<ResidualWire> for ResidualConfig {
                 ));
             }
             (Variant::Block, Some(s)) => s,
+            (Variant::Block, None) if w.block_sizes.is_some() => {
+                let sizes = w.block_sizes.clone().unwrap_or_default();
+                if sizes.is_empty() || sizes.contains(&0) {
+                    return Err(format!(
+                        "`block_sizes` {sizes:?} must list block lengths of at least 1, e.g. [2, 2, 4]"
+                    ));
+                }
+                if sizes.iter().all(|&s| s == 1) {
+                    return Err("`block_sizes` of all 1s is Full AttnRes; write `full`".into());
+                }
+                sizes.iter().copied().max().unwrap_or(1)
+            }
             (Variant::Block, None) => {
                 return Err(
                     "`variant: block` needs `block_size` (layers per block, e.g. 4)".into(),
@@ -172,6 +214,7 @@ impl TryFrom<ResidualWire> for ResidualConfig {
         let base = AttnResConfig::block(block_size);
         Ok(Self::AttnRes(AttnResConfig {
             block_size,
+            block_sizes: w.block_sizes,
             key_norm: w.key_norm.unwrap_or(base.key_norm),
             normalize: w.normalize.unwrap_or(base.normalize),
             query: w.query.unwrap_or(base.query),
@@ -187,6 +230,7 @@ impl TryFrom<ResidualWire> for ResidualConfig {
 fn hyper_from(w: ResidualWire) -> Result<HyperConfig, String> {
     let name = variant_name(w.variant);
     let attnres_keys = w.block_size.is_some()
+        || w.block_sizes.is_some()
         || w.key_norm.is_some()
         || w.normalize.is_some()
         || w.query.is_some()
@@ -195,8 +239,8 @@ fn hyper_from(w: ResidualWire) -> Result<HyperConfig, String> {
         || w.heads.is_some();
     if attnres_keys {
         return Err(format!(
-            "AttnRes keys (block_size, key_norm, normalize, query, mixing, window, heads) do not \
-             apply to `{name}`; it takes `streams`{}",
+            "AttnRes keys (block_size, block_sizes, key_norm, normalize, query, mixing, window, \
+             heads) do not apply to `{name}`; it takes `streams`{}",
             match w.variant {
                 Variant::Hc => " and `dynamic`",
                 Variant::Mhc => " and `sinkhorn_iters`",
@@ -257,12 +301,14 @@ impl From<ResidualConfig> for ResidualWire {
             ResidualConfig::AttnRes(c) => {
                 let base = AttnResConfig::block(c.block_size);
                 ResidualWire {
-                    variant: if c.block_size == 1 {
+                    variant: if c.block_size == 1 && c.block_sizes.is_none() {
                         Variant::Full
                     } else {
                         Variant::Block
                     },
-                    block_size: (c.block_size != 1).then_some(c.block_size),
+                    block_size: (c.block_size != 1 && c.block_sizes.is_none())
+                        .then_some(c.block_size),
+                    block_sizes: c.block_sizes.clone(),
                     key_norm: (c.key_norm != base.key_norm).then_some(c.key_norm),
                     normalize: (c.normalize != base.normalize).then_some(c.normalize),
                     query: (c.query != base.query).then_some(c.query),
@@ -352,6 +398,43 @@ mod tests {
                 .unwrap_err()
                 .contains("only to the multi-stream variants")
         );
+    }
+
+    #[test]
+    fn per_depth_block_sizes_parse_and_round_trip() {
+        use super::super::config::AttnResConfig;
+        let r = parse("{variant: block, block_sizes: [2, 2, 4]}").unwrap();
+        assert_eq!(
+            r,
+            ResidualConfig::AttnRes(AttnResConfig::per_depth(vec![2, 2, 4]))
+        );
+        assert_eq!(r.label(), "block S=2,2,4");
+        assert_eq!(r.variant(), "block");
+        assert!(!r.is_plain(), "not on the block-size axis");
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(json, r#"{"variant":"block","block_sizes":[2,2,4]}"#);
+        assert_eq!(serde_json::from_str::<ResidualConfig>(&json).unwrap(), r);
+        for (yaml, says) in [
+            (
+                "{variant: block, block_size: 2, block_sizes: [2, 2]}",
+                "not both",
+            ),
+            (
+                "{variant: full, block_sizes: [2, 2]}",
+                "only to `variant: block`",
+            ),
+            ("{variant: block, block_sizes: [1, 1]}", "write `full`"),
+            ("{variant: block, block_sizes: [2, 0]}", "at least 1"),
+            ("{variant: block, block_sizes: []}", "at least 1"),
+            ("{variant: hc, block_sizes: [2]}", "do not apply to `hc`"),
+            (
+                "{variant: full, value_residual: true}",
+                "sweep's `residual` entry",
+            ),
+        ] {
+            let e = parse(yaml).unwrap_err();
+            assert!(e.contains(says), "{yaml}: {e}");
+        }
     }
 
     #[test]

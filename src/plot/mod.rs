@@ -6,6 +6,7 @@ pub mod cost;
 pub mod curves;
 pub mod heatmap;
 pub mod layers;
+pub mod lines;
 pub mod scaling;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ pub use cost::depth_cost;
 pub use curves::training_curves;
 pub use heatmap::{depth_attention, depth_width};
 pub use layers::layer_profiles;
+pub use lines::{Line, Panel, interval_lines};
 pub use scaling::{multiplier_curve, scaling};
 
 pub const FONT: &str = "sans-serif";

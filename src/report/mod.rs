@@ -3,7 +3,9 @@
 
 pub mod doc;
 pub mod sections;
+pub mod shapes;
 pub mod tables;
+pub mod tasks;
 
 use std::path::{Path, PathBuf};
 

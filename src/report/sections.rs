@@ -7,6 +7,7 @@ use super::tables::{
     HOLD_OUT_HEADER, arms_table, fit_rows, hold_out_rows, paired_header, paired_rows, runs_table,
 };
 use super::{Analysis, AnalysisOptions};
+use super::{shapes, tasks};
 use crate::analysis::cost::cost_curves;
 use crate::analysis::design::Design;
 use crate::analysis::multiplier::FitReport;
@@ -61,16 +62,24 @@ pub fn build(
     }
     setup(&mut doc, sweep, a);
     runs_table(&mut doc, &a.runs);
-    arms_table(&mut doc, &a.runs, &opts.baseline);
-    fits(&mut doc, a, opts, figs, &f.name)?;
-    let curves = views::run_curves(&a.runs)?;
-    doc.figure(
-        plot::training_curves(figs, &format!("{}: training curves", f.name), &curves)?,
-        "Train (thin, smoothed) and validation (thick) loss against training tokens, one panel per size.",
-    );
+    if f.tasks.len() > 1 {
+        doc.p(format!(
+            "This sweep trains on {} tasks; loss is not comparable across tasks, so there is no scaling fit, no per-size comparison of losses and no training-curve figure. Each task's answer accuracy is compared below.",
+            f.tasks.len()
+        ));
+        tasks::probes_section(&mut doc, a, opts, figs, &f.name)?;
+    } else {
+        arms_table(&mut doc, &a.runs, &opts.baseline);
+        fits(&mut doc, a, opts, figs, &f.name)?;
+        let curves = views::run_curves(&a.runs)?;
+        doc.figure(
+            plot::training_curves(figs, &format!("{}: training curves", f.name), &curves)?,
+            "Train (thin, smoothed) and validation (thick) loss against training tokens, one panel per size.",
+        );
+    }
     magnitudes(&mut doc, a, figs, &f.name)?;
     block_size_section(&mut doc, a, figs, &f.name)?;
-    depth_width_section(&mut doc, sweep, a, figs)?;
+    shapes::depth_width_section(&mut doc, sweep, a, figs)?;
     depth_attention_section(&mut doc, a, figs, &f.name)?;
     depth_cost(&mut doc, a, figs, &f.name)?;
     doc.h(2, "Reproduce");
@@ -107,39 +116,6 @@ fn block_size_section(doc: &mut Doc, a: &Analysis, figs: &Path, name: &str) -> a
         doc.figure(
             plot::block_size(figs, &format!("{}: loss against block size, size {}", name, b.size), &b.points, b.baseline, b.full)?,
             "Validation loss against S with 95% Student-t intervals over seeds; baseline and Full AttnRes as reference lines (band: their t-interval).",
-        );
-    }
-    Ok(())
-}
-
-/// Fig. 7: loss over the depth/width grid, the best shape of each arm marked.
-fn depth_width_section(
-    doc: &mut Doc,
-    sweep: &Sweep,
-    a: &Analysis,
-    figs: &Path,
-) -> anyhow::Result<()> {
-    let dw = if sweep.file.depth_width.is_some() {
-        views::depth_width_grids(&a.runs)?
-    } else {
-        Vec::new()
-    };
-    if !dw.is_empty() {
-        doc.h(2, "Depth and width (Fig. 7)");
-        doc.table(
-            &["variant", "best shape", "val loss"],
-            dw.iter()
-                .map(|(g, shape, loss)| vec![g.title.clone(), shape.clone(), format!("{loss:.4}")])
-                .collect(),
-        );
-        let grids: Vec<_> = dw.into_iter().map(|(g, ..)| g).collect();
-        doc.figure(
-            plot::depth_width(
-                figs,
-                &format!("{}: loss over depth and width", sweep.file.name),
-                &grids,
-            )?,
-            "Mean validation loss per shape; the best shape of each variant is outlined in red.",
         );
     }
     Ok(())
@@ -214,7 +190,11 @@ fn setup(doc: &mut Doc, sweep: &Sweep, a: &Analysis) {
     let f = &sweep.file;
     doc.h(2, "Setup");
     let first = &sweep.runs[0].spec;
-    let data = serde_json::to_string(&f.data).unwrap_or_default();
+    let mut data = serde_json::to_string(&f.data).unwrap_or_default();
+    if !f.tasks.is_empty() {
+        let tasks: Vec<String> = f.tasks.iter().map(|t| t.label()).collect();
+        data = format!("{data}` with each of the tasks `{}", tasks.join("`, `"));
+    }
     doc.p(format!(
         "Data `{data}`; context {}, vocabulary {}, ff_mult {:.3}. Optimiser AdamW (betas {}, {}), peak lr {} with {} warmup and cosine decay to {}x, weight decay {} on matrices, clip {}, batch {} sequences. Seeds {:?}. {} of {} planned runs finished.",
         f.model.context,
@@ -251,6 +231,7 @@ fn setup(doc: &mut Doc, sweep: &Sweep, a: &Analysis) {
         .map(|(name, s)| {
             let base = crate::model::ModelConfig {
                 residual: Default::default(),
+                value_residual: false,
                 ..s.model.clone()
             };
             vec![

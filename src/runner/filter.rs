@@ -1,4 +1,4 @@
-//! `--filter`: select runs by `key=value` (size, arm, variant, block_size, seed, id) or by a
+//! `--filter`: select runs by `key=value` (size, arm, variant, block_size, seed, id, task) or by a
 //! substring of their description.
 
 use std::str::FromStr;
@@ -11,7 +11,7 @@ pub enum Filter {
     Text(String),
 }
 
-const KEYS: &[&str] = &["size", "arm", "variant", "block_size", "seed", "id"];
+const KEYS: &[&str] = &["size", "arm", "variant", "block_size", "seed", "id", "task"];
 
 impl FromStr for Filter {
     type Err = String;
@@ -44,6 +44,7 @@ impl Filter {
                 }
                 "seed" => run.seed.to_string() == *value,
                 "id" => run.id.starts_with(value.as_str()),
+                "task" => run.task() == *value,
                 _ => false,
             },
         }

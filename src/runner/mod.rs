@@ -31,5 +31,12 @@ pub fn view(dir: &RunDir) -> Result<RunView, StoreError> {
 
 /// One line naming a run for logs: `1a2b3c4d5e micro block S=4 seed 0`.
 pub fn describe(run: &PlannedRun) -> String {
-    format!("{} {} {} seed {}", run.id, run.size, run.arm, run.seed)
+    format!(
+        "{} {} {} seed {} on {}",
+        run.id,
+        run.size,
+        run.arm,
+        run.seed,
+        run.task()
+    )
 }

@@ -1,5 +1,5 @@
 //! From a sweep file to its runs: sizes, variants, budgets, learning rates and seeds,
-//! crossed in a fixed order (size, residual, budget, seed), zipped and excluded.
+//! crossed in a fixed order (task, size, residual, budget, seed), zipped and excluded.
 
 use std::collections::HashSet;
 
@@ -8,10 +8,18 @@ use super::error::SpecError;
 use super::grid::{excluded, grid_indices};
 use super::presets::{Fixed, PRESETS, depth_width_shapes, preset};
 use super::wire::{Axis, DepthWidth, LrSpec, SizeEntry, SweepFile};
+use crate::data::{CorpusConfig, DataConfig};
 use crate::model::ModelConfig;
 use crate::model::config::{ResidualConfig, Variant};
 use crate::model::flops::param_counts;
 use crate::train::config::{Budget, TrainConfig};
+
+impl PlannedRun {
+    /// The corpus or task it trains on: `shakespeare`, `khop hops=2`, ...
+    pub fn task(&self) -> String {
+        self.spec.data.corpus.label()
+    }
+}
 
 /// One run of a sweep, with the axis values it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,8 +47,7 @@ pub(crate) struct Size {
 /// Expands `file` into runs, in a deterministic order, merging duplicate run ids.
 pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
     check_name(&file.name)?;
-    crate::data::validate_config(&file.data, file.model.context)
-        .map_err(|(key, e)| SpecError::at(key, e))?;
+    let tasks = tasks(file)?;
     let sizes = sizes(file)?;
     let residuals = residuals(file)?;
     let budgets: Vec<Budget> = if file.budgets.is_empty() {
@@ -58,20 +65,24 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
     let mut runs = Vec::new();
     let mut seen = HashSet::new();
     let mut merged = 0;
-    for idx in grid_indices(file, &lens)? {
-        let (size, (residual, block_size), seed) =
-            (&sizes[idx[0]], &residuals[idx[1]], file.seeds[idx[3]]);
-        if excluded(file, size, residual, *block_size, seed) {
+    let grid = grid_indices(file, &lens)?;
+    for (data, idx) in tasks
+        .iter()
+        .flat_map(|t| grid.iter().map(move |idx| (t, idx)))
+    {
+        let (size, arm, seed) = (&sizes[idx[0]], &residuals[idx[1]], file.seeds[idx[3]]);
+        if excluded(file, size, &arm.residual, arm.block_size, seed) {
             continue;
         }
         let point = GridPoint {
             size,
             size_index: idx[0],
             n_sizes: sizes.len(),
-            residual,
+            arm,
             budget: budgets[idx[2]],
             budget_index: idx[2],
             seed,
+            data,
         };
         let spec = resolve(file, &point)?;
         let id = spec.run_id();
@@ -81,10 +92,10 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
         }
         runs.push(PlannedRun {
             id,
-            arm: spec.model.residual.label(),
+            arm: spec.model.arm_label(),
             spec,
             size: size.name.clone(),
-            block_size: *block_size,
+            block_size: arm.block_size,
             seed,
             size_key: size.path.clone(),
         });
@@ -96,6 +107,61 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
         ));
     }
     Ok((runs, merged))
+}
+
+/// The data of each task: `data` alone, or `data` with each of `tasks` as its corpus, each
+/// validated against the context (errors at `data.corpus` or `tasks.N`).
+fn tasks(file: &SweepFile) -> Result<Vec<DataConfig>, SpecError> {
+    let context = file.model.context;
+    let with = |corpus: &CorpusConfig| DataConfig {
+        corpus: corpus.clone(),
+        tokenizer: file.data.tokenizer.clone(),
+    };
+    let listed: Vec<(String, DataConfig)> = match (&file.data.corpus, file.tasks.is_empty()) {
+        (Some(c), true) => vec![("data.corpus".into(), with(c))],
+        (None, false) => file
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("tasks.{i}"), with(c)))
+            .collect(),
+        (Some(_), false) => {
+            return Err(SpecError::at(
+                "tasks",
+                "give either data.corpus or tasks, not both",
+            ));
+        }
+        (None, true) => {
+            return Err(SpecError::at(
+                "data.corpus",
+                "missing: give a corpus (e.g. `corpus: shakespeare`) or a `tasks` list",
+            ));
+        }
+    };
+    let mut out: Vec<DataConfig> = Vec::new();
+    for (key, data) in listed {
+        crate::data::validate_config(&data, context).map_err(|(at, e)| {
+            SpecError::at(
+                if at == "data.corpus" {
+                    key.as_str()
+                } else {
+                    at
+                },
+                e,
+            )
+        })?;
+        if out.contains(&data) {
+            return Err(SpecError::at(
+                &key,
+                format!(
+                    "task `{}` is listed twice; a repeated task is the same runs, not new ones",
+                    data.corpus.label()
+                ),
+            ));
+        }
+        out.push(data);
+    }
+    Ok(out)
 }
 
 fn check_name(name: &str) -> Result<(), SpecError> {
@@ -139,16 +205,17 @@ struct GridPoint<'a> {
     size: &'a Size,
     size_index: usize,
     n_sizes: usize,
-    residual: &'a ResidualConfig,
+    arm: &'a Arm,
     budget: Budget,
     budget_index: usize,
     seed: u64,
+    data: &'a DataConfig,
 }
 
 /// The RunSpec of one grid point, validated: the model (and block size against its depth),
 /// the training settings and the budget against one optimizer step.
 fn resolve(file: &SweepFile, p: &GridPoint) -> Result<RunSpec, SpecError> {
-    let (size, residual) = (p.size, p.residual);
+    let (size, residual) = (p.size, &p.arm.residual);
     let model = ModelConfig {
         vocab_size: file.model.vocab_size,
         d_model: size.d_model,
@@ -157,16 +224,18 @@ fn resolve(file: &SweepFile, p: &GridPoint) -> Result<RunSpec, SpecError> {
         ff_mult: file.model.ff_mult,
         context: file.model.context,
         residual: residual.clone(),
+        value_residual: p.arm.value_residual,
     };
     model.validate().map_err(|e| {
         SpecError::at(
             &size.path,
-            format!("size `{}` with {}: {e}", size.name, residual.label()),
+            format!("size `{}` with {}: {e}", size.name, model.arm_label()),
         )
     })?;
     // The model accepts S > L (SPEC section 4: it behaves as S = L), but in a sweep it
     // would be the same model as S = L under another run id.
     if let ResidualConfig::AttnRes(c) = &model.residual
+        && c.block_sizes.is_none()
         && c.block_size > 2 * model.n_blocks
     {
         return Err(SpecError::at(
@@ -191,7 +260,7 @@ fn resolve(file: &SweepFile, p: &GridPoint) -> Result<RunSpec, SpecError> {
         .map_err(|(key, problem)| SpecError::at(&format!("train.{key}"), problem))?;
     let spec = RunSpec {
         model,
-        data: file.data.clone(),
+        data: p.data.clone(),
         train,
         seed: p.seed,
     };
@@ -297,13 +366,12 @@ fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
     }
 }
 
-/// The shapes of a `depth_width` family: for each target, every d_model / n_blocks ratio at
-/// that fixed non-embedding parameter count or FLOPs per token, each shape once.
-fn depth_width_sizes(
-    file: &SweepFile,
-    dw: &DepthWidth,
-    heads: &dyn Fn(usize, &str) -> Result<usize, SpecError>,
-) -> Result<Vec<Size>, SpecError> {
+/// Per target of a depth/width family, its shapes `(d_model, n_blocks)`, one per ratio.
+pub type FamilyShapes = Vec<(Fixed, Vec<(usize, usize)>)>;
+
+/// The shapes `(d_model, n_blocks)` of a `depth_width` family per target, one per ratio in
+/// the order of `ratios` (a shape may serve two targets), validated.
+pub fn family_shapes(file: &SweepFile, dw: &DepthWidth) -> Result<FamilyShapes, SpecError> {
     let head_dim = file.model.head_dim;
     let targets: Vec<Fixed> = match (
         dw.non_embedding_params.is_empty(),
@@ -348,13 +416,27 @@ fn depth_width_sizes(
         ff_mult: file.model.ff_mult,
         context: file.model.context,
         residual: ResidualConfig::Baseline,
+        value_residual: false,
     };
+    Ok(targets
+        .into_iter()
+        .map(|fixed| {
+            let shapes = depth_width_shapes(&dw.ratios, fixed, head_dim, &template);
+            (fixed, shapes)
+        })
+        .collect())
+}
+
+/// The shapes of a `depth_width` family: for each target, every d_model / n_blocks ratio at
+/// that fixed non-embedding parameter count or FLOPs per token, each shape once.
+fn depth_width_sizes(
+    file: &SweepFile,
+    dw: &DepthWidth,
+    heads: &dyn Fn(usize, &str) -> Result<usize, SpecError>,
+) -> Result<Vec<Size>, SpecError> {
     let mut shapes: Vec<Size> = Vec::new();
-    for fixed in targets {
-        for (i, (d, n)) in depth_width_shapes(&dw.ratios, fixed, head_dim, &template)
-            .into_iter()
-            .enumerate()
-        {
+    for (_, family) in family_shapes(file, dw)? {
+        for (i, (d, n)) in family.into_iter().enumerate() {
             if shapes.iter().any(|s| s.d_model == d && s.n_blocks == n) {
                 continue;
             }
@@ -370,8 +452,15 @@ fn depth_width_sizes(
     Ok(shapes)
 }
 
+/// One point of the residual axis: the family, its block size, and the value residual.
+pub(crate) struct Arm {
+    pub(crate) residual: ResidualConfig,
+    pub(crate) block_size: Option<usize>,
+    pub(crate) value_residual: bool,
+}
+
 /// The residual axis, with every `block` entry that has no size expanded over `block_size`.
-fn residuals(file: &SweepFile) -> Result<Vec<(ResidualConfig, Option<usize>)>, SpecError> {
+fn residuals(file: &SweepFile) -> Result<Vec<Arm>, SpecError> {
     if file.residual.is_empty() {
         return Err(SpecError::at(
             "residual",
@@ -390,6 +479,7 @@ fn residuals(file: &SweepFile) -> Result<Vec<(ResidualConfig, Option<usize>)>, S
         let path = format!("residual.{i}");
         let wire = &entry.0;
         let sizes: Vec<Option<usize>> = match (wire.variant, wire.block_size) {
+            (Variant::Block, None) if wire.block_sizes.is_some() => vec![None],
             (Variant::Block, None) if file.block_size.is_empty() => {
                 return Err(SpecError::at(
                     &path,
@@ -405,12 +495,18 @@ fn residuals(file: &SweepFile) -> Result<Vec<(ResidualConfig, Option<usize>)>, S
         for s in sizes {
             let mut w = wire.clone();
             w.block_size = s;
+            let value_residual = w.value_residual.take().unwrap_or(false);
             let config = ResidualConfig::try_from(w).map_err(|e| SpecError::at(&path, e))?;
+            // Blocks of several lengths have no one S for the block-size axis.
             let block_size = match &config {
-                ResidualConfig::AttnRes(c) => Some(c.block_size),
+                ResidualConfig::AttnRes(c) if c.block_sizes.is_none() => Some(c.block_size),
                 _ => None,
             };
-            out.push((config, block_size));
+            out.push(Arm {
+                residual: config,
+                block_size,
+                value_residual,
+            });
         }
     }
     if !file.block_size.is_empty() && !used_list {

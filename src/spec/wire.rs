@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::DataConfig;
+use crate::data::{CorpusConfig, TokenizerConfig};
 use crate::model::config::{ResidualEntry, Variant};
 use crate::train::config::{Budget, TrainConfig};
 
@@ -16,7 +16,11 @@ pub struct SweepFile {
     /// What the sweep costs on the reference machine, in words (shown by `plan`).
     #[serde(default)]
     pub cost: Option<String>,
-    pub data: DataConfig,
+    pub data: DataSection,
+    /// Several corpora or tasks, each in place of `data.corpus`: the outermost axis of the
+    /// grid (e.g. k-hop at 1 to 4 hops for the reasoning probes).
+    #[serde(default, with = "serde_yaml_ng::with::singleton_map_recursive")]
+    pub tasks: Vec<CorpusConfig>,
     pub model: ModelDefaults,
     /// Model sizes: preset names or `{d_model, n_blocks[, n_heads, name]}`.
     #[serde(default)]
@@ -41,6 +45,20 @@ pub struct SweepFile {
     pub lr: Option<LrSpec>,
     #[serde(default)]
     pub grid: Grid,
+}
+
+/// The `data` section: a corpus (unless `tasks` gives several) and a tokenizer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "serde_yaml_ng::with::singleton_map_recursive"
+    )]
+    pub corpus: Option<CorpusConfig>,
+    #[serde(default, with = "serde_yaml_ng::with::singleton_map_recursive")]
+    pub tokenizer: TokenizerConfig,
 }
 
 fn default_seeds() -> Vec<u64> {

@@ -378,7 +378,7 @@ impl<'a> Trainer<'a> {
             bar.set_style(style.progress_chars("=> "));
         }
         if self.opts.progress.is_none() {
-            bar.set_prefix(self.spec.model.residual.label());
+            bar.set_prefix(self.spec.model.arm_label());
         }
         bar
     }
@@ -398,7 +398,7 @@ impl<'a> Trainer<'a> {
         let loss_val = last.loss_val.unwrap_or(f32::NAN);
         Ok(Summary {
             run_id: spec.run_id(),
-            label: spec.model.residual.label(),
+            label: spec.model.arm_label(),
             steps: state.step,
             tokens: state.tokens,
             flops_exact: flops_exact(&spec.model, state.tokens),

@@ -23,6 +23,7 @@ pub fn tiny(residual: ResidualConfig) -> ModelConfig {
         ff_mult: 2.0,
         context: 12,
         residual,
+        value_residual: false,
     }
 }
 
@@ -30,6 +31,23 @@ fn ablation(f: impl FnOnce(&mut AttnResConfig)) -> ResidualConfig {
     let mut c = AttnResConfig::block(1);
     f(&mut c);
     ResidualConfig::AttnRes(c)
+}
+
+/// The tiny model of every family and ablation, and the value residual on three families
+/// (it composes with any): what the causality, count, backend and training tests run over.
+pub fn all_models() -> Vec<ModelConfig> {
+    let mut models: Vec<ModelConfig> = all_variants().into_iter().map(tiny).collect();
+    for residual in [
+        ResidualConfig::Baseline,
+        ResidualConfig::full(),
+        ResidualConfig::Hyper(HyperConfig::mhc(2)),
+    ] {
+        models.push(ModelConfig {
+            value_residual: true,
+            ..tiny(residual)
+        });
+    }
+    models
 }
 
 /// Every family and every ablation switch of SPEC section 6.
@@ -51,6 +69,7 @@ pub fn all_variants() -> Vec<ResidualConfig> {
             c.heads = 4;
             c.key_norm = false;
         }),
+        ResidualConfig::AttnRes(AttnResConfig::per_depth(vec![1, 2, 3])),
         ResidualConfig::Hyper(HyperConfig::hc(4)),
         ResidualConfig::Hyper(HyperConfig {
             kind: HyperKind::Hc { dynamic: false },

@@ -121,6 +121,7 @@ fn reference_cases(args: &BenchArgs) -> Vec<Case> {
         ff_mult: 8.0 / 3.0,
         context: args.context,
         residual,
+        value_residual: false,
     })
     .map(|model| case(args, "reference", model, args.batch_size))
     .collect()

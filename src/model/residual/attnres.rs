@@ -159,19 +159,20 @@ impl DepthMix {
 #[derive(Module, Debug)]
 pub struct AttnRes {
     pub mixes: Vec<DepthMix>,
-    pub block_size: usize,
+    /// The first sublayer of each block, from 0.
+    pub block_starts: Vec<usize>,
     pub window: Option<usize>,
 }
 
 impl AttnRes {
     pub fn init(config: &ModelConfig, c: &AttnResConfig, init: &Init) -> Self {
-        let counts = attnres_source_counts(config.n_layers(), c.block_size, c.window);
+        let counts = attnres_source_counts(&c.block_lengths(config.n_layers()), c.window);
         Self {
             mixes: counts
                 .iter()
                 .map(|&n| DepthMix::init(c, config.d_model, n, init))
                 .collect(),
-            block_size: c.block_size,
+            block_starts: c.block_starts(config.n_layers()),
             window: c.window,
         }
     }
@@ -200,7 +201,7 @@ impl AttnRes {
         let mut completed = vec![(e.clone(), key(&e))];
         let mut partial: Option<Tensor<3>> = None;
         for l in 0..self.n_layers() {
-            if l % self.block_size == 0
+            if self.block_starts.contains(&l)
                 && let Some(p) = partial.take()
             {
                 let k = key(&p);

@@ -8,8 +8,8 @@
 //! `x = sum_i H_pre[i] h_i`, and `h'_j = sum_i H_res[j, i] h_i + H_post[j] f(x)`.
 //!
 //! At init (`P = 0`, read weights 0.7 on stream `l mod m` and the rest shared by the others,
-//! `b_post = 0` so each write weight is 1, `b_res = 0` so `H_res` is uniform) all streams equal the baseline's
-//! stream and the output, their sum, is `m` times the baseline's.
+//! `b_post = 0` so each write weight is 1, `H_res` 0.9 identity) all streams equal the
+//! baseline's stream and the output, their sum, is `m` times the baseline's.
 
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -23,6 +23,12 @@ use crate::model::norm::RmsNorm;
 
 /// The read weight of a layer's own stream at init (ours; the rest share `1 - READ_MAIN`).
 const READ_MAIN: f32 = 0.7;
+
+/// How much of `H_res` is the identity at init (ours): each stream keeps 0.9 of itself.
+/// With `H_res` uniform (the first init) every layer averaged the streams back together,
+/// so they never came apart; near the identity, the residual identity mapping mHC is built
+/// to keep holds from the start.
+const KEEP_OWN: f32 = 0.9;
 
 /// `a_pre`, `a_post`, `a_res` at init (ours: small, so the biases rule the first steps).
 const GATE_SCALE_INIT: f32 = 0.01;
@@ -66,7 +72,7 @@ impl Mhc {
             .map(|l| MhcLayer {
                 norm: RmsNorm::init(m * d, init),
                 proj: init.constant([m * d, 2 * m + r], 0.0),
-                bias: init.from_values(initial_bias(l, m, r), [2 * m + r]),
+                bias: init.from_values(initial_bias(l, m, r, lite.is_some()), [2 * m + r]),
                 scale: init.constant([3], GATE_SCALE_INIT),
             })
             .collect();
@@ -118,18 +124,34 @@ impl Mhc {
 
 /// `b_pre`, `b_post`, `b_res` of layer `l`: layer `l` reads stream `l mod m` with weight
 /// `READ_MAIN` and each other with `(1 - READ_MAIN) / (m - 1)` (they sum to 1), every write
-/// weight is `2 sigmoid(0) = 1`, and `H_res` starts uniform. The uneven read is what breaks
-/// the streams' symmetry: with every read weight `1/m`, all streams get the same gradient
-/// and stay equal for ever (seen: mHC and mHC-lite then trained to the same losses to four
-/// digits, the baseline's).
-fn initial_bias(l: usize, m: usize, r: usize) -> Vec<f32> {
+/// weight is `2 sigmoid(0) = 1`, and `H_res` is `KEEP_OWN` identity: mHC's diagonal logits
+/// make each row `KEEP_OWN` on the diagonal and the rest shared (already doubly
+/// stochastic, so Sinkhorn leaves it), mHC-lite's identity permutation (the first) gets
+/// weight `KEEP_OWN`. Both break the streams' symmetry: with every read weight `1/m` all
+/// streams get the same gradient, and with a uniform `H_res` every layer averages them
+/// back together; either way they stayed equal for ever (seen: mHC and mHC-lite trained to
+/// the same losses to four digits, the baseline's).
+fn initial_bias(l: usize, m: usize, r: usize, lite: bool) -> Vec<f32> {
     let logit = |p: f32| (p / (1.0 - p)).ln();
     let other = (1.0 - READ_MAIN) / (m - 1) as f32;
+    // Against `n` other logits at 0: `e^z / (e^z + n) = KEEP_OWN`.
+    let keep = |n: usize| (KEEP_OWN * n as f32 / (1.0 - KEEP_OWN)).ln();
     (0..2 * m + r)
         .map(|k| match k {
             k if k < m && k == l % m => logit(READ_MAIN),
             k if k < m => logit(other),
-            _ => 0.0,
+            k if k < 2 * m => 0.0,
+            k if lite => {
+                if k == 2 * m {
+                    keep(r - 1)
+                } else {
+                    0.0
+                }
+            }
+            k => {
+                let (row, col) = ((k - 2 * m) / m, (k - 2 * m) % m);
+                if row == col { keep(m - 1) } else { 0.0 }
+            }
         })
         .collect()
 }

@@ -95,6 +95,7 @@ pub struct Trace {
     /// The attention output of the current Transformer block, until its MLP output comes.
     attn_out: Option<Tensor<3>>,
     depth_attn: Vec<Tensor<1>>,
+    stream_spread: Vec<Tensor<1>>,
 }
 
 /// The trace read back to the host.
@@ -111,6 +112,10 @@ pub struct Probes {
     /// DenseFormer: one step per Transformer block; HC, mHC, mHC-lite: each layer's read
     /// weight of each stream). Empty for the baseline.
     pub depth_attn: Vec<Vec<f32>>,
+    /// Multi-stream families only, per layer after its update: how far the streams are
+    /// apart, `RMS_d(h_i - mean_j h_j) / RMS_d(mean_j h_j)` averaged over streams and tokens.
+    /// Zero while every stream is the same (as at init); empty for the other families.
+    pub stream_spread: Vec<f32>,
 }
 
 impl Trace {
@@ -131,6 +136,16 @@ impl Trace {
         self.depth_attn.push(weights.detach());
     }
 
+    /// Records how far the streams `h` `[B, T, m, d]` are apart after a layer.
+    pub fn streams(&mut self, h: &Tensor<4>) {
+        let h = h.clone().detach();
+        let mean = h.clone().mean_dim(2); // [B, T, 1, d]
+        let apart = (h - mean.clone()).powi_scalar(2).mean_dim(3).sqrt(); // [B, T, m, 1]
+        let size = mean.powi_scalar(2).mean_dim(3).sqrt(); // [B, T, 1, 1]
+        self.stream_spread
+            .push((apart / (size + 1e-12)).mean().reshape([1]));
+    }
+
     /// Reads every recorded statistic back to the host (one sync per tensor).
     pub fn read(self) -> Result<Probes, TensorReadError> {
         let host = |t: Tensor<1>| t.try_to_vec_as::<f32>();
@@ -144,6 +159,7 @@ impl Trace {
             in_rms: scalars(self.in_rms)?,
             out_rms: scalars(self.out_rms)?,
             block_out_rms: scalars(self.block_out_rms)?,
+            stream_spread: scalars(self.stream_spread)?,
             depth_attn: self
                 .depth_attn
                 .into_iter()

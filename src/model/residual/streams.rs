@@ -14,7 +14,8 @@ pub type StreamWeights = (Tensor<4>, Tensor<4>, Tensor<4>);
 
 /// The whole multi-stream forward: `m` copies of `e`, then for each of `n_layers` layers
 /// the family's `weights(l, h)`, the read, the layer and the update; the streams' sum at the
-/// end. With a trace, each layer's read weights averaged over tokens are its depth weights.
+/// end. With a trace, each layer's read weights averaged over tokens are its depth weights,
+/// and how far the streams are apart after it is recorded.
 pub fn forward(
     e: Tensor<3>,
     m: usize,
@@ -35,6 +36,9 @@ pub fn forward(
             tr.depth(mean.reshape([m]));
         }
         h = update(h, mix, write, y);
+        if let Some(tr) = trace.as_deref_mut() {
+            tr.streams(&h);
+        }
     }
     collapse(h)
 }

@@ -52,8 +52,8 @@ impl AttnRes {
         let n_layers = self.n_layers();
         let mixing = Mixing::new(self, b * t, d);
         let mut completed = vec![mixing.source(e, 0)];
-        for start in (0..n_layers).step_by(self.block_size) {
-            let end = (start + self.block_size).min(n_layers);
+        for (k, &start) in self.block_starts.iter().enumerate() {
+            let end = self.block_starts.get(k + 1).copied().unwrap_or(n_layers);
             let phase = mixing.phase_one(&completed, start, end - start);
             let mut partial: Option<Tensor<3>> = None;
             for (j, l) in (start..end).enumerate() {

@@ -1,0 +1,159 @@
+//! Seed means with their t-intervals against a small numeric axis, one line per arm and one
+//! panel per group: answer accuracy against hops (the reasoning probes), loss against
+//! d_model / n_blocks at each parameter count (the depth/width family, Fig. 7).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, side_legend};
+use crate::analysis::stats::SeedMean;
+
+/// One line: an arm's seed means at each x.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub label: String,
+    /// Index into the palette, so an arm keeps its colour across panels.
+    pub color: usize,
+    pub points: Vec<(f64, SeedMean)>,
+}
+
+/// One panel: its lines over a shared x axis.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    pub title: String,
+    pub x_desc: String,
+    pub y_desc: String,
+    /// Draw x on a log2 axis (ratios that double).
+    pub log2_x: bool,
+    pub lines: Vec<Line>,
+}
+
+struct Lines<'a> {
+    title: String,
+    panels: &'a [Panel],
+    notes: Vec<&'a str>,
+}
+
+/// Writes `DIR/NAME.png` (and `.svg`): the panels side by side, one legend on the right.
+pub fn interval_lines(
+    dir: &std::path::Path,
+    name: &str,
+    title: &str,
+    panels: &[Panel],
+    notes: &[&str],
+) -> anyhow::Result<std::path::PathBuf> {
+    let width = 40 + 520 * panels.len().max(1) as u32 + SIDE_LEGEND_WIDTH;
+    super::save(
+        &Lines {
+            title: title.into(),
+            panels,
+            notes: notes.to_vec(),
+        },
+        dir,
+        name,
+        (width, 540),
+    )
+}
+
+/// The drawn extent of a seed mean: its t-interval, or the mean alone with one seed.
+fn span(i: &SeedMean) -> (f64, f64) {
+    if i.half.is_finite() {
+        (i.lo(), i.hi())
+    } else {
+        (i.mean, i.mean)
+    }
+}
+
+impl Figure for Lines<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let (title_area, body) = area.split_vertically(50);
+        title_area.titled(&self.title, (FONT, 22)).map_err(err)?;
+        let (w, _) = body.dim_in_pixel();
+        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
+        let cells = plots.split_evenly((1, self.panels.len().max(1)));
+        for (panel, cell) in self.panels.iter().zip(&cells) {
+            draw_panel(panel, cell)?;
+        }
+        // One entry per colour, in first-seen order.
+        let mut entries: Vec<(String, RGBColor)> = Vec::new();
+        for line in self.panels.iter().flat_map(|p| &p.lines) {
+            if !entries.iter().any(|(l, _)| *l == line.label) {
+                entries.push((line.label.clone(), color(line.color)));
+            }
+        }
+        side_legend(&legend_area, &entries, &self.notes)
+    }
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    panel: &Panel,
+    area: &DrawingArea<DB, Shift>,
+) -> Result<(), String> {
+    let fx = |x: f64| if panel.log2_x { x.log2() } else { x };
+    let xs: Vec<f64> = panel
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| fx(p.0)))
+        .collect();
+    let (x0, x1) = padded(xs.iter().copied(), 0.12);
+    let (y0, y1) = padded(
+        panel
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().flat_map(|p| <[f64; 2]>::from(span(&p.1)))),
+        0.12,
+    );
+    let mut ticks: Vec<f64> = xs.clone();
+    ticks.sort_by(f64::total_cmp);
+    ticks.dedup();
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, (FONT, 17))
+        .margin(12)
+        .x_label_area_size(46)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(err)?;
+    let log2 = panel.log2_x;
+    // plotters offers about 400 candidate ticks; the one nearest each data x is labelled
+    // with that x's own value.
+    let tol = (x1 - x0) / 800.0;
+    let format_x = move |x: &f64| match ticks.iter().find(|t| (*t - x).abs() <= tol) {
+        Some(t) => {
+            let v = if log2 { t.exp2() } else { *t };
+            format!("{}", (v * 10.0).round() / 10.0)
+        }
+        None => String::new(),
+    };
+    let mut mesh = chart.configure_mesh();
+    house_mesh(&mut mesh, (14, 15))
+        .x_desc(panel.x_desc.as_str())
+        .y_desc(panel.y_desc.as_str())
+        .x_labels(400)
+        .x_label_formatter(&format_x)
+        .y_label_formatter(&|y| format!("{y:.3}"))
+        .draw()
+        .map_err(err)?;
+    let n = panel.lines.len().max(1) as f64;
+    // Lines side by side around each x, so that intervals do not hide one another.
+    let width = (x1 - x0) * 0.012;
+    for (k, line) in panel.lines.iter().enumerate() {
+        let c = color(line.color);
+        let dx = (k as f64 - (n - 1.0) / 2.0) * width;
+        chart
+            .draw_series(line.points.iter().map(|(x, i)| {
+                let (lo, hi) = span(i);
+                ErrorBar::new_vertical(fx(*x) + dx, lo, i.mean, hi, c.stroke_width(2), 8)
+            }))
+            .map_err(err)?;
+        chart
+            .draw_series(
+                LineSeries::new(
+                    line.points.iter().map(|(x, i)| (fx(*x) + dx, i.mean)),
+                    c.stroke_width(2),
+                )
+                .point_size(4),
+            )
+            .map_err(err)?;
+    }
+    Ok(())
+}
