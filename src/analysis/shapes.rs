@@ -5,7 +5,7 @@
 use super::load::LoadedRun;
 use super::stats::SeedMean;
 use super::views::arms;
-use crate::spec::expand::FamilyShapes;
+use crate::spec::family::FamilyShapes;
 use crate::spec::presets::Fixed;
 
 /// One arm at one target: its shapes in increasing `d_model / n_blocks`.
@@ -34,7 +34,7 @@ pub struct TargetView {
 }
 
 /// The runs of a depth/width family per target, each target with the shapes the sweep chose
-/// for it (`spec::expand::family_shapes`; a shape two targets share is in both), per arm.
+/// for it (`spec::family::family_shapes`; a shape two targets share is in both), per arm.
 pub fn target_views(runs: &[LoadedRun], targets: &FamilyShapes) -> Vec<TargetView> {
     let order = arms(runs);
     targets

@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod config;
 pub mod flops;
+pub mod hyper;
 pub mod init;
 pub mod lm;
 pub mod memory;

@@ -9,7 +9,7 @@ use crate::analysis::shapes::target_views;
 use crate::analysis::views;
 use crate::plot::{self, Line, Panel};
 use crate::spec::Sweep;
-use crate::spec::expand::family_shapes;
+use crate::spec::family::family_shapes;
 
 pub fn depth_width_section(
     doc: &mut Doc,

@@ -4,13 +4,15 @@
 use std::collections::HashSet;
 
 use super::RunSpec;
+use super::axes::{Arm, residuals, tasks};
 use super::error::SpecError;
+use super::family::depth_width_sizes;
 use super::grid::{excluded, grid_indices};
-use super::presets::{Fixed, PRESETS, depth_width_shapes, preset};
-use super::wire::{Axis, DepthWidth, LrSpec, SizeEntry, SweepFile};
-use crate::data::{CorpusConfig, DataConfig};
+use super::presets::{PRESETS, preset};
+use super::wire::{Axis, LrSpec, SizeEntry, SweepFile};
+use crate::data::DataConfig;
 use crate::model::ModelConfig;
-use crate::model::config::{ResidualConfig, Variant};
+use crate::model::config::ResidualConfig;
 use crate::model::flops::param_counts;
 use crate::train::config::{Budget, TrainConfig};
 
@@ -107,61 +109,6 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
         ));
     }
     Ok((runs, merged))
-}
-
-/// The data of each task: `data` alone, or `data` with each of `tasks` as its corpus, each
-/// validated against the context (errors at `data.corpus` or `tasks.N`).
-fn tasks(file: &SweepFile) -> Result<Vec<DataConfig>, SpecError> {
-    let context = file.model.context;
-    let with = |corpus: &CorpusConfig| DataConfig {
-        corpus: corpus.clone(),
-        tokenizer: file.data.tokenizer.clone(),
-    };
-    let listed: Vec<(String, DataConfig)> = match (&file.data.corpus, file.tasks.is_empty()) {
-        (Some(c), true) => vec![("data.corpus".into(), with(c))],
-        (None, false) => file
-            .tasks
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (format!("tasks.{i}"), with(c)))
-            .collect(),
-        (Some(_), false) => {
-            return Err(SpecError::at(
-                "tasks",
-                "give either data.corpus or tasks, not both",
-            ));
-        }
-        (None, true) => {
-            return Err(SpecError::at(
-                "data.corpus",
-                "missing: give a corpus (e.g. `corpus: shakespeare`) or a `tasks` list",
-            ));
-        }
-    };
-    let mut out: Vec<DataConfig> = Vec::new();
-    for (key, data) in listed {
-        crate::data::validate_config(&data, context).map_err(|(at, e)| {
-            SpecError::at(
-                if at == "data.corpus" {
-                    key.as_str()
-                } else {
-                    at
-                },
-                e,
-            )
-        })?;
-        if out.contains(&data) {
-            return Err(SpecError::at(
-                &key,
-                format!(
-                    "task `{}` is listed twice; a repeated task is the same runs, not new ones",
-                    data.corpus.label()
-                ),
-            ));
-        }
-        out.push(data);
-    }
-    Ok(out)
 }
 
 fn check_name(name: &str) -> Result<(), SpecError> {
@@ -364,158 +311,6 @@ fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
             .collect(),
         (Some(dw), true) => depth_width_sizes(file, dw, &heads),
     }
-}
-
-/// Per target of a depth/width family, its shapes `(d_model, n_blocks)`, one per ratio.
-pub type FamilyShapes = Vec<(Fixed, Vec<(usize, usize)>)>;
-
-/// The shapes `(d_model, n_blocks)` of a `depth_width` family per target, one per ratio in
-/// the order of `ratios` (a shape may serve two targets), validated.
-pub fn family_shapes(file: &SweepFile, dw: &DepthWidth) -> Result<FamilyShapes, SpecError> {
-    let head_dim = file.model.head_dim;
-    let targets: Vec<Fixed> = match (
-        dw.non_embedding_params.is_empty(),
-        dw.flops_per_token.is_empty(),
-    ) {
-        (false, true) => dw
-            .non_embedding_params
-            .iter()
-            .map(|&n| Fixed::NonEmbeddingParams(n))
-            .collect(),
-        (true, false) => dw
-            .flops_per_token
-            .iter()
-            .map(|&f| Fixed::FlopsPerToken(f))
-            .collect(),
-        _ => {
-            return Err(SpecError::at(
-                "depth_width",
-                "give exactly one positive target: non_embedding_params or flops_per_token (a number or a list)",
-            ));
-        }
-    };
-    if targets.iter().any(|t| match t {
-        Fixed::NonEmbeddingParams(x) | Fixed::FlopsPerToken(x) => !(x.is_finite() && *x > 0.0),
-    }) {
-        return Err(SpecError::at(
-            "depth_width",
-            "targets must be positive numbers",
-        ));
-    }
-    if dw.ratios.is_empty() || dw.ratios.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-        return Err(SpecError::at(
-            "depth_width.ratios",
-            "give positive d_model/n_blocks ratios, e.g. [16, 32, 64]",
-        ));
-    }
-    let template = ModelConfig {
-        vocab_size: file.model.vocab_size,
-        d_model: head_dim,
-        n_blocks: 1,
-        n_heads: 1,
-        ff_mult: file.model.ff_mult,
-        context: file.model.context,
-        residual: ResidualConfig::Baseline,
-        value_residual: false,
-    };
-    Ok(targets
-        .into_iter()
-        .map(|fixed| {
-            let shapes = depth_width_shapes(&dw.ratios, fixed, head_dim, &template);
-            (fixed, shapes)
-        })
-        .collect())
-}
-
-/// The shapes of a `depth_width` family: for each target, every d_model / n_blocks ratio at
-/// that fixed non-embedding parameter count or FLOPs per token, each shape once.
-fn depth_width_sizes(
-    file: &SweepFile,
-    dw: &DepthWidth,
-    heads: &dyn Fn(usize, &str) -> Result<usize, SpecError>,
-) -> Result<Vec<Size>, SpecError> {
-    let mut shapes: Vec<Size> = Vec::new();
-    for (_, family) in family_shapes(file, dw)? {
-        for (i, (d, n)) in family.into_iter().enumerate() {
-            if shapes.iter().any(|s| s.d_model == d && s.n_blocks == n) {
-                continue;
-            }
-            shapes.push(Size {
-                name: format!("d{d}x{n}"),
-                d_model: d,
-                n_blocks: n,
-                n_heads: heads(d, &format!("depth_width.ratios.{i}"))?,
-                path: format!("depth_width.ratios.{i}"),
-            });
-        }
-    }
-    Ok(shapes)
-}
-
-/// One point of the residual axis: the family, its block size, and the value residual.
-pub(crate) struct Arm {
-    pub(crate) residual: ResidualConfig,
-    pub(crate) block_size: Option<usize>,
-    pub(crate) value_residual: bool,
-}
-
-/// The residual axis, with every `block` entry that has no size expanded over `block_size`.
-fn residuals(file: &SweepFile) -> Result<Vec<Arm>, SpecError> {
-    if file.residual.is_empty() {
-        return Err(SpecError::at(
-            "residual",
-            "the list is empty; add variants such as [baseline, full]",
-        ));
-    }
-    if let Some(i) = file.block_size.iter().position(|&s| s == 0) {
-        return Err(SpecError::at(
-            &format!("block_size.{i}"),
-            "a block size must be at least 1",
-        ));
-    }
-    let mut out = Vec::new();
-    let mut used_list = false;
-    for (i, entry) in file.residual.iter().enumerate() {
-        let path = format!("residual.{i}");
-        let wire = &entry.0;
-        let sizes: Vec<Option<usize>> = match (wire.variant, wire.block_size) {
-            (Variant::Block, None) if wire.block_sizes.is_some() => vec![None],
-            (Variant::Block, None) if file.block_size.is_empty() => {
-                return Err(SpecError::at(
-                    &path,
-                    "`block` needs a block_size: give one here or a top-level `block_size: [2, 4, 8]`",
-                ));
-            }
-            (Variant::Block, None) => {
-                used_list = true;
-                file.block_size.iter().map(|&s| Some(s)).collect()
-            }
-            (_, s) => vec![s],
-        };
-        for s in sizes {
-            let mut w = wire.clone();
-            w.block_size = s;
-            let value_residual = w.value_residual.take().unwrap_or(false);
-            let config = ResidualConfig::try_from(w).map_err(|e| SpecError::at(&path, e))?;
-            // Blocks of several lengths have no one S for the block-size axis.
-            let block_size = match &config {
-                ResidualConfig::AttnRes(c) if c.block_sizes.is_none() => Some(c.block_size),
-                _ => None,
-            };
-            out.push(Arm {
-                residual: config,
-                block_size,
-                value_residual,
-            });
-        }
-    }
-    if !file.block_size.is_empty() && !used_list {
-        return Err(SpecError::at(
-            "block_size",
-            "no `block` entry in `residual` takes its size from this list; add `{variant: block}`",
-        ));
-    }
-    Ok(out)
 }
 
 fn lr_for(

@@ -1,7 +1,9 @@
 //! Sweep specs: YAML wire types, validation, grid expansion and run ids. Knows nothing of burn.
 
+pub mod axes;
 pub mod error;
 pub mod expand;
+pub mod family;
 pub mod grid;
 pub mod locate;
 pub mod presets;
