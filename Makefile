@@ -11,7 +11,7 @@ export LIBTORCH CARGO_TARGET_DIR
 CARGO = cargo
 BIN   = $(CARGO_TARGET_DIR)/release/attnres
 # Sweeps whose reports are committed under reports/ (see README, "Reference results").
-REPORTED = quick scaling block_size ablations
+REPORTED = quick scaling block_size ablations depth_width probes
 
 .PHONY: setup build build-cuda test lint fuzz bench bench-pytorch data quick report clean
 

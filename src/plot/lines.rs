@@ -23,8 +23,6 @@ pub struct Panel {
     pub title: String,
     pub x_desc: String,
     pub y_desc: String,
-    /// Draw x on a log2 axis (ratios that double).
-    pub log2_x: bool,
     pub lines: Vec<Line>,
 }
 
@@ -89,13 +87,17 @@ fn draw_panel<DB: DrawingBackend>(
     panel: &Panel,
     area: &DrawingArea<DB, Shift>,
 ) -> Result<(), String> {
-    let fx = |x: f64| if panel.log2_x { x.log2() } else { x };
-    let xs: Vec<f64> = panel
+    // The x axis is categorical: each distinct x (hops, a shape's ratio) at its own evenly
+    // spaced position, labelled with its value.
+    let mut xs: Vec<f64> = panel
         .lines
         .iter()
-        .flat_map(|l| l.points.iter().map(|p| fx(p.0)))
+        .flat_map(|l| l.points.iter().map(|p| p.0))
         .collect();
-    let (x0, x1) = padded(xs.iter().copied(), 0.12);
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let at = |x: f64| xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
+    let n_x = xs.len().max(1);
     let (y0, y1) = padded(
         panel
             .lines
@@ -103,52 +105,48 @@ fn draw_panel<DB: DrawingBackend>(
             .flat_map(|l| l.points.iter().flat_map(|p| <[f64; 2]>::from(span(&p.1)))),
         0.12,
     );
-    let mut ticks: Vec<f64> = xs.clone();
-    ticks.sort_by(f64::total_cmp);
-    ticks.dedup();
     let mut chart = ChartBuilder::on(area)
         .caption(&panel.title, (FONT, 17))
         .margin(12)
         .x_label_area_size(46)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, y0..y1)
+        .build_cartesian_2d(-0.5..n_x as f64 - 0.5, y0..y1)
         .map_err(err)?;
-    let log2 = panel.log2_x;
-    // plotters offers about 400 candidate ticks; the one nearest each data x is labelled
-    // with that x's own value.
-    let tol = (x1 - x0) / 800.0;
-    let format_x = move |x: &f64| match ticks.iter().find(|t| (*t - x).abs() <= tol) {
-        Some(t) => {
-            let v = if log2 { t.exp2() } else { *t };
-            format!("{}", (v * 10.0).round() / 10.0)
+    let labels = xs.clone();
+    let format_x = move |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
+            format!("{}", (labels[i as usize] * 10.0).round() / 10.0)
+        } else {
+            String::new()
         }
-        None => String::new(),
     };
     let mut mesh = chart.configure_mesh();
     house_mesh(&mut mesh, (14, 15))
+        .disable_x_mesh()
         .x_desc(panel.x_desc.as_str())
         .y_desc(panel.y_desc.as_str())
-        .x_labels(400)
+        .x_labels(n_x + 1)
         .x_label_formatter(&format_x)
         .y_label_formatter(&|y| format!("{y:.3}"))
         .draw()
         .map_err(err)?;
     let n = panel.lines.len().max(1) as f64;
     // Lines side by side around each x, so that intervals do not hide one another.
-    let width = (x1 - x0) * 0.012;
+    let width = 0.06;
     for (k, line) in panel.lines.iter().enumerate() {
         let c = color(line.color);
         let dx = (k as f64 - (n - 1.0) / 2.0) * width;
         chart
             .draw_series(line.points.iter().map(|(x, i)| {
                 let (lo, hi) = span(i);
-                ErrorBar::new_vertical(fx(*x) + dx, lo, i.mean, hi, c.stroke_width(2), 8)
+                ErrorBar::new_vertical(at(*x) + dx, lo, i.mean, hi, c.stroke_width(2), 8)
             }))
             .map_err(err)?;
         chart
             .draw_series(
                 LineSeries::new(
-                    line.points.iter().map(|(x, i)| (fx(*x) + dx, i.mean)),
+                    line.points.iter().map(|(x, i)| (at(*x) + dx, i.mean)),
                     c.stroke_width(2),
                 )
                 .point_size(4),

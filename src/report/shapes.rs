@@ -69,9 +69,8 @@ pub fn depth_width_section(
         .iter()
         .map(|t| Panel {
             title: t.target.clone(),
-            x_desc: "d_model / n_blocks (log2 axis)".into(),
+            x_desc: "d_model / n_blocks".into(),
             y_desc: "Validation loss (nats/token)".into(),
-            log2_x: true,
             lines: t
                 .curves
                 .iter()

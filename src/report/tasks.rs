@@ -93,7 +93,6 @@ pub fn probes_section(
             title: format!("{}, size {}", v.kind, v.size),
             x_desc: v.difficulty_name().to_string(),
             y_desc: "Answer accuracy".into(),
-            log2_x: false,
             lines: v
                 .arms
                 .iter()
