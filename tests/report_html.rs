@@ -218,4 +218,18 @@ train: {batch_size: 8, lr: 0.004, budget: {tokens: 3000}, eval_every: 5, eval_ba
         .count();
     assert_eq!(rows, 6, "{md}");
     assert!(md.contains("4 comparisons"), "{md}");
+    // A scaling law across tasks is refused, with the reason.
+    let o = attnres()
+        .arg("fit")
+        .arg(&sweep)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not comparable across tasks"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -36,8 +36,17 @@ pub struct Analysis {
 
 pub fn analyse_sweeps(sweeps: &[Sweep], opts: &AnalysisOptions) -> anyhow::Result<Analysis> {
     let runs = load_runs(sweeps, &opts.results_root)?;
+    let mut tasks: Vec<String> = runs.iter().map(|r| r.planned.task()).collect();
+    tasks.sort();
+    tasks.dedup();
     let fits = if runs.is_empty() {
         Err("no finished runs".to_string())
+    } else if tasks.len() > 1 {
+        Err(format!(
+            "the runs train on {} tasks ({}); loss is not comparable across tasks, so no scaling law is fitted across them",
+            tasks.len(),
+            tasks.join(", ")
+        ))
     } else {
         analyse(
             &fit_points(&runs, opts.six_nd),
