@@ -312,11 +312,11 @@ pub fn depth_width_grids(runs: &[LoadedRun]) -> anyhow::Result<Vec<(Grid, String
 }
 
 /// Fig. 8: depth-attention weights at the final eval of the first seed, largest size, per
-/// AttnRes arm.
+/// AttnRes arm, and the read weights over the streams of each multi-stream arm.
 pub fn depth_attention_grids(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Grid>)> {
     let attn: Vec<LoadedRun> = runs
         .iter()
-        .filter(|r| matches!(r.variant(), "full" | "block"))
+        .filter(|r| matches!(r.variant(), "full" | "block" | "hc" | "mhc" | "mhc_lite"))
         .cloned()
         .collect();
     let Some(size) = largest_size(&attn) else {
@@ -348,11 +348,18 @@ pub fn depth_attention_grids(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<
         for i in 0..layer.len() {
             cells[layer[i] as usize][source[i] as usize] = Some(weight[i]);
         }
+        // AttnRes has an output step after its layers; the multi-stream families' weights
+        // are each layer's read weights over its streams, with no output step.
+        let streams = matches!(run.variant(), "hc" | "mhc" | "mhc_lite");
         grids.push(Grid {
-            title: format!("{a} (seed {})", run.planned.seed),
+            title: if streams {
+                format!("{a} (seed {}): read weight per stream", run.planned.seed)
+            } else {
+                format!("{a} (seed {})", run.planned.seed)
+            },
             rows: (0..rows)
                 .map(|l| {
-                    if l + 1 == rows {
+                    if l + 1 == rows && !streams {
                         "out".into()
                     } else {
                         l.to_string()

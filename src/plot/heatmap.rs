@@ -40,17 +40,31 @@ pub fn depth_width(
     super::save(&fig, dir, "depth_width", (w, h))
 }
 
-/// Fig. 8: one panel per AttnRes variant, mixing step rows by source columns.
+/// Fig. 8: one panel per AttnRes variant, mixing step rows by source columns; with
+/// `streams`, some panels are multi-stream arms' read weights (layer rows by stream columns)
+/// and the axis titles say both.
 pub fn depth_attention(
     dir: &std::path::Path,
     title: &str,
     panels: &[Grid],
+    streams: bool,
 ) -> anyhow::Result<std::path::PathBuf> {
     let annotate = panels.iter().all(|p| p.cols.len() <= 10);
+    let (x_desc, y_desc) = if streams {
+        (
+            "Source (AttnRes: 0 = embedding, then blocks; last = partial sum) or stream",
+            "Mixing step (layer; AttnRes: last row = output)",
+        )
+    } else {
+        (
+            "Source (0 = embedding, then blocks in order; last = partial sum)",
+            "Mixing step (layer; last row = output)",
+        )
+    };
     let fig = Heatmaps {
         title: title.into(),
-        x_desc: "Source (0 = embedding, then blocks in order; last = partial sum)".into(),
-        y_desc: "Mixing step (layer; last row = output)".into(),
+        x_desc: x_desc.into(),
+        y_desc: y_desc.into(),
         scale_desc: "mean weight over tokens".into(),
         panels,
         low_is_bright: false,

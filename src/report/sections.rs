@@ -129,6 +129,10 @@ fn depth_attention_section(
     name: &str,
 ) -> anyhow::Result<()> {
     let (size, grids) = views::depth_attention_grids(&a.runs)?;
+    let streams = a
+        .runs
+        .iter()
+        .any(|r| matches!(r.variant(), "hc" | "mhc" | "mhc_lite"));
     if !grids.is_empty() {
         doc.h(2, "Depth attention (Fig. 8)");
         doc.figure(
@@ -136,8 +140,13 @@ fn depth_attention_section(
                 figs,
                 &format!("{}: depth-attention weights, size {size}", name),
                 &grids,
+                streams,
             )?,
-            "Mean weight each mixing step puts on each source at the end of training.",
+            if streams {
+                "Mean weight each mixing step puts on each source at the end of training. For hyper-connections, mHC and mHC-lite: each layer's mean read weight of each stream (hyper-connections' may be negative)."
+            } else {
+                "Mean weight each mixing step puts on each source at the end of training."
+            },
         );
     }
     Ok(())
