@@ -28,11 +28,26 @@ pub fn depth_width_section(
     doc.h(2, "Depth and width (Fig. 7)");
     let targets = target_views(&a.runs, &family_shapes(&sweep.file, family)?);
     let mut rows = Vec::new();
+    let mut at_edge: Vec<String> = Vec::new();
     for t in &targets {
         for c in &t.curves {
             let Some((ratio, d, n, loss)) = c.best() else {
                 continue;
             };
+            let first = c.points.first().map(|p| (p.1, p.2));
+            let last = c.points.last().map(|p| (p.1, p.2));
+            if c.points.len() > 1 && (first == Some((*d, *n)) || last == Some((*d, *n))) {
+                at_edge.push(format!(
+                    "{} at {} ({})",
+                    c.arm,
+                    t.target,
+                    if last == Some((*d, *n)) {
+                        "the widest shape tried"
+                    } else {
+                        "the deepest shape tried"
+                    }
+                ));
+            }
             let runner_up = c
                 .points
                 .iter()
@@ -64,6 +79,12 @@ pub fn depth_width_section(
         ],
         rows,
     );
+    if !at_edge.is_empty() {
+        doc.p(format!(
+            "At the edge of the grid: {}. The optimum may lie beyond it; this sweep does not locate it there.",
+            at_edge.join("; ")
+        ));
+    }
     let arm_names = views::arms(&a.runs);
     let panels: Vec<Panel> = targets
         .iter()
