@@ -8,7 +8,7 @@ use super::{FONT, Figure, color, err, padded};
 use crate::analysis::stats::SeedMean;
 
 /// The drawn extent of a seed mean: its t-interval, or the mean alone with one seed.
-fn span(i: &SeedMean) -> (f64, f64) {
+pub(super) fn span(i: &SeedMean) -> (f64, f64) {
     if i.half.is_finite() {
         (i.lo(), i.hi())
     } else {

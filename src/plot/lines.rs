@@ -5,6 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::block::span;
 use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, side_legend};
 use crate::analysis::stats::SeedMean;
 
@@ -51,15 +52,6 @@ pub fn interval_lines(
         name,
         (width, 540),
     )
-}
-
-/// The drawn extent of a seed mean: its t-interval, or the mean alone with one seed.
-fn span(i: &SeedMean) -> (f64, f64) {
-    if i.half.is_finite() {
-        (i.lo(), i.hi())
-    } else {
-        (i.mean, i.mean)
-    }
 }
 
 impl Figure for Lines<'_> {
