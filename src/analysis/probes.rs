@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use super::load::LoadedRun;
 use super::stats::{PairedTest, SeedMean};
 use super::views::arms;
+use crate::data::CorpusConfig;
+use crate::data::synthetic::guessing_accuracy;
 
 /// One arm at one difficulty.
 #[derive(Debug, Clone)]
@@ -27,6 +29,9 @@ pub struct ProbeView {
     pub size: String,
     /// Arms in sweep order, each with its points in increasing difficulty.
     pub arms: Vec<(String, Vec<ProbePoint>)>,
+    /// Per difficulty, the accuracy of guessing uniformly among the digits written before
+    /// each answer (`data::synthetic::guessing_accuracy`), over the seeds' validation sets.
+    pub guess: Vec<(usize, SeedMean)>,
 }
 
 impl ProbeView {
@@ -68,9 +73,37 @@ pub fn probe_views(runs: &[LoadedRun], reference: &str) -> Vec<ProbeView> {
             .insert(r.planned.seed, f64::from(acc));
     }
     let order = arms(runs);
+    // The guessing reference per (kind, size, difficulty), one value per seed's data.
+    let mut guesses: BTreeMap<(&'static str, String, usize), BTreeMap<u64, f64>> = BTreeMap::new();
+    for r in runs {
+        let spec = &r.planned.spec;
+        let (Some((kind, difficulty)), CorpusConfig::Synthetic(task)) =
+            (spec.data.corpus.difficulty(), &spec.data.corpus)
+        else {
+            continue;
+        };
+        let key = (kind, r.planned.size.clone(), difficulty);
+        if guesses
+            .get(&key)
+            .is_some_and(|g| g.contains_key(&spec.seed))
+        {
+            continue;
+        }
+        if let Ok(g) = guessing_accuracy(task, spec.model.context, spec.seed) {
+            guesses.entry(key).or_default().insert(spec.seed, g);
+        }
+    }
     groups
         .into_iter()
         .map(|((kind, size), cells)| {
+            let guess = guesses
+                .iter()
+                .filter(|((k, s, _), _)| *k == kind && *s == size)
+                .map(|((.., d), by_seed)| {
+                    let values: Vec<f64> = by_seed.values().copied().collect();
+                    (*d, SeedMean::of(&values))
+                })
+                .collect();
             let reference_cells = cells.get(reference);
             let arms = order
                 .iter()
@@ -101,7 +134,12 @@ pub fn probe_views(runs: &[LoadedRun], reference: &str) -> Vec<ProbeView> {
                     Some((arm.clone(), points))
                 })
                 .collect();
-            ProbeView { kind, size, arms }
+            ProbeView {
+                kind,
+                size,
+                arms,
+                guess,
+            }
         })
         .collect()
 }

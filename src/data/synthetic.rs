@@ -64,6 +64,34 @@ pub fn generate(
     Ok((split(1, train_n)?, split(2, val_n)?))
 }
 
+/// The answer accuracy of a model that has learnt the format but not the binding: one that
+/// guesses uniformly among the distinct digits written before each answer. Measured on the
+/// validation split a run of `seed` evaluates on (every answer position, each counted once).
+pub fn guessing_accuracy(
+    config: &SyntheticConfig,
+    context: usize,
+    seed: u64,
+) -> Result<f64, DataError> {
+    let (_, val) = generate(config, context, seed)?;
+    let row = context + 1;
+    let mask = val.mask.unwrap_or_default();
+    let (mut sum, mut answers) = (0.0f64, 0usize);
+    for (r, text) in val.tokens.chunks(row).enumerate() {
+        for a in (0..row).filter(|&a| mask.get(r * row + a).copied().unwrap_or(false)) {
+            let mut seen = [false; 10];
+            for &t in &text[..a] {
+                if let Some(d) = t.checked_sub(u32::from(b'0')).filter(|&d| d < 10) {
+                    seen[d as usize] = true;
+                }
+            }
+            let distinct = seen.iter().filter(|&&s| s).count().max(1);
+            sum += 1.0 / distinct as f64;
+            answers += 1;
+        }
+    }
+    Ok(sum / answers.max(1) as f64)
+}
+
 /// Checks a task's parameters and that its longest example fits in `context + 1` tokens,
 /// without generating anything. The message names the key under `data.corpus.synthetic`.
 pub fn validate(config: &SyntheticConfig, context: usize) -> Result<(), DataError> {
@@ -222,6 +250,27 @@ mod tests {
             assert_eq!(ex.answers, vec![text.len() - 1]);
             assert_eq!(resolve(&text), text.chars().last(), "{text}");
         }
+    }
+
+    /// Guessing among the prompt's digits: exactly 1 for MQAR with one pair (one digit in
+    /// the prompt), and strictly between 1/10 and 1 for k-hop with distractors.
+    #[test]
+    fn guessing_accuracy_counts_the_prompts_digits() {
+        let one = SyntheticConfig::Mqar {
+            pairs: 1,
+            queries: 1,
+            train_examples: 4,
+            val_examples: 50,
+        };
+        assert_eq!(guessing_accuracy(&one, 16, 0).unwrap(), 1.0);
+        let khop = SyntheticConfig::Khop {
+            hops: 2,
+            n_vars: 8,
+            train_examples: 4,
+            val_examples: 200,
+        };
+        let g = guessing_accuracy(&khop, 40, 0).unwrap();
+        assert!(g > 0.1 && g < 1.0, "{g}");
     }
 
     /// The plan-time length check must be exact: no example longer, the longest as long.

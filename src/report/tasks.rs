@@ -15,6 +15,10 @@ use crate::plot::{self, Line, Panel};
 /// Family-wise level of the Holm correction over the probe comparisons.
 const ALPHA: f64 = 0.05;
 
+/// The guessing reference's line: grey, the palette's last colour.
+const GUESS_LABEL: &str = "guess among the prompt's digits";
+const GUESS_COLOR: usize = 11;
+
 pub fn probes_section(
     doc: &mut Doc,
     a: &Analysis,
@@ -55,11 +59,17 @@ pub fn probes_section(
                     }
                     None => ("-".into(), "-".into(), ""),
                 };
+                let guess = v
+                    .guess
+                    .iter()
+                    .find(|(d, _)| *d == pt.difficulty)
+                    .map_or("-".into(), |(_, g)| format!("{:.1}", 100.0 * g.mean));
                 rows.push(vec![
                     format!("{} ({})", v.kind, v.size),
                     arm.clone(),
                     pt.difficulty.to_string(),
                     percent_interval(&pt.accuracy),
+                    guess,
                     diff,
                     p_text,
                     mark.to_string(),
@@ -69,7 +79,7 @@ pub fn probes_section(
         }
     }
     doc.p(format!(
-        "Accuracy is the fraction of answer positions predicted exactly at the final evaluation, mean over seeds with its 95% Student-t interval. The difference is the arm minus `{}` on the same seed and task, in percentage points, with its 95% t-interval and a two-sided paired t-test; {} comparisons, Holm's correction at a family-wise {ALPHA} (survivors marked).",
+        "Accuracy is the fraction of answer positions predicted exactly at the final evaluation, mean over seeds with its 95% Student-t interval. `guess` is what a model scores that has learnt the format but not the binding: guessing uniformly among the distinct digits written before each answer, on the same validation examples (mean over seeds). The difference is the arm minus `{}` on the same seed and task, in percentage points, with its 95% t-interval and a two-sided paired t-test; {} comparisons, Holm's correction at a family-wise {ALPHA} (survivors marked).",
         opts.baseline,
         p.len()
     ));
@@ -79,6 +89,7 @@ pub fn probes_section(
             "variant",
             "difficulty",
             "accuracy, %",
+            "guess, %",
             &format!("vs {}, points", opts.baseline),
             "p",
             "Holm",
@@ -104,6 +115,11 @@ pub fn probes_section(
                         .map(|pt| (pt.difficulty as f64, pt.accuracy))
                         .collect(),
                 })
+                .chain((!v.guess.is_empty()).then(|| Line {
+                    label: GUESS_LABEL.into(),
+                    color: GUESS_COLOR,
+                    points: v.guess.iter().map(|(d, g)| (*d as f64, *g)).collect(),
+                }))
                 .collect(),
         })
         .collect();
@@ -115,7 +131,7 @@ pub fn probes_section(
             &panels,
             &["bars: 95% t-interval over seeds"],
         )?,
-        "Final answer accuracy against the task's difficulty, one line per arm: seed means with 95% Student-t intervals (lines offset slightly sideways so that intervals do not hide one another).",
+        "Final answer accuracy against the task's difficulty, one line per arm: seed means with 95% Student-t intervals (lines offset slightly sideways so that intervals do not hide one another); grey: guessing uniformly among the digits written before each answer.",
     );
     Ok(())
 }
