@@ -50,10 +50,15 @@ pub fn probe_views(runs: &[LoadedRun], reference: &str) -> Vec<ProbeView> {
     // (kind, size) -> arm -> difficulty -> seed -> accuracy
     type Cells = BTreeMap<String, BTreeMap<usize, BTreeMap<u64, f64>>>;
     let mut groups: Vec<((&'static str, String), Cells)> = Vec::new();
+    // The guessing reference per (kind, size, difficulty), one value per seed's data.
+    let mut guesses: BTreeMap<(&'static str, String, usize), BTreeMap<u64, f64>> = BTreeMap::new();
     for r in runs {
-        let (Some((kind, difficulty)), Some(acc)) =
-            (r.planned.spec.data.corpus.difficulty(), r.summary.acc_val)
-        else {
+        let spec = &r.planned.spec;
+        let (Some((kind, difficulty)), Some(acc), CorpusConfig::Synthetic(task)) = (
+            spec.data.corpus.difficulty(),
+            r.summary.acc_val,
+            &spec.data.corpus,
+        ) else {
             continue;
         };
         let key = (kind, r.planned.size.clone());
@@ -70,29 +75,17 @@ pub fn probe_views(runs: &[LoadedRun], reference: &str) -> Vec<ProbeView> {
             .or_default()
             .entry(difficulty)
             .or_default()
-            .insert(r.planned.seed, f64::from(acc));
+            .insert(spec.seed, f64::from(acc));
+        let by_seed = guesses
+            .entry((kind, r.planned.size.clone(), difficulty))
+            .or_default();
+        if !by_seed.contains_key(&spec.seed)
+            && let Ok(g) = guessing_accuracy(task, spec.model.context, spec.seed)
+        {
+            by_seed.insert(spec.seed, g);
+        }
     }
     let order = arms(runs);
-    // The guessing reference per (kind, size, difficulty), one value per seed's data.
-    let mut guesses: BTreeMap<(&'static str, String, usize), BTreeMap<u64, f64>> = BTreeMap::new();
-    for r in runs {
-        let spec = &r.planned.spec;
-        let (Some((kind, difficulty)), CorpusConfig::Synthetic(task)) =
-            (spec.data.corpus.difficulty(), &spec.data.corpus)
-        else {
-            continue;
-        };
-        let key = (kind, r.planned.size.clone(), difficulty);
-        if guesses
-            .get(&key)
-            .is_some_and(|g| g.contains_key(&spec.seed))
-        {
-            continue;
-        }
-        if let Ok(g) = guessing_accuracy(task, spec.model.context, spec.seed) {
-            guesses.entry(key).or_default().insert(spec.seed, g);
-        }
-    }
     groups
         .into_iter()
         .map(|((kind, size), cells)| {

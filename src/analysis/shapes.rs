@@ -40,16 +40,15 @@ pub fn target_views(runs: &[LoadedRun], targets: &FamilyShapes) -> Vec<TargetVie
     targets
         .iter()
         .map(|(fixed, shapes)| {
+            let mut shapes: Vec<(usize, usize)> = shapes.clone();
+            shapes.sort_by(|a, b| (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64)));
+            shapes.dedup();
             let curves = order
                 .iter()
                 .filter_map(|arm| {
-                    let mut mine: Vec<(usize, usize)> = shapes.clone();
-                    mine.sort_by(|a, b| {
-                        (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64))
-                    });
-                    mine.dedup();
-                    let points: Vec<_> = mine
-                        .into_iter()
+                    let points: Vec<_> = shapes
+                        .iter()
+                        .copied()
                         .filter_map(|(d, n)| {
                             let losses: Vec<f64> = runs
                                 .iter()

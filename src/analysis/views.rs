@@ -6,6 +6,7 @@ use super::figures::{ArmSeries, Grid, Profile, RunCurve};
 use super::load::{LoadedRun, depth_frame, layers_frame, runs_frame, seed_means};
 use super::multiplier::{FitReport, RunPoint};
 use super::stats::SeedMean;
+use crate::model::config::ResidualConfig;
 use crate::store::metrics::read_steps;
 
 /// The fit's inputs: one point per run, compute in PFLOP/s-days. A point's cell is
@@ -316,7 +317,10 @@ pub fn depth_width_grids(runs: &[LoadedRun]) -> anyhow::Result<Vec<(Grid, String
 pub fn depth_attention_grids(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Grid>)> {
     let attn: Vec<LoadedRun> = runs
         .iter()
-        .filter(|r| matches!(r.variant(), "full" | "block" | "hc" | "mhc" | "mhc_lite"))
+        .filter(|r| {
+            let residual = &r.planned.spec.model.residual;
+            matches!(residual, ResidualConfig::AttnRes(_)) || residual.is_multi_stream()
+        })
         .cloned()
         .collect();
     let Some(size) = largest_size(&attn) else {
@@ -350,7 +354,7 @@ pub fn depth_attention_grids(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<
         }
         // AttnRes has an output step after its layers; the multi-stream families' weights
         // are each layer's read weights over its streams, with no output step.
-        let streams = matches!(run.variant(), "hc" | "mhc" | "mhc_lite");
+        let streams = run.planned.spec.model.residual.is_multi_stream();
         grids.push(Grid {
             title: if streams {
                 format!("{a} (seed {}): read weight per stream", run.planned.seed)

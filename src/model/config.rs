@@ -175,6 +175,11 @@ impl ResidualConfig {
         }
     }
 
+    /// Hyper-connections, mHC or mHC-lite: `m` residual streams.
+    pub fn is_multi_stream(&self) -> bool {
+        matches!(self, Self::Hyper(_))
+    }
+
     /// The method as published, not an ablation: every AttnRes option at its default but
     /// the block size; hyper-connections dynamic, mHC with its 20 iterations.
     pub fn is_plain(&self) -> bool {

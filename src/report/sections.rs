@@ -132,7 +132,7 @@ fn depth_attention_section(
     let streams = a
         .runs
         .iter()
-        .any(|r| matches!(r.variant(), "hc" | "mhc" | "mhc_lite"));
+        .any(|r| r.planned.spec.model.residual.is_multi_stream());
     if !grids.is_empty() {
         doc.h(2, "Depth attention (Fig. 8)");
         doc.figure(
