@@ -7,6 +7,7 @@ mod data;
 mod model;
 mod power;
 mod slurm;
+mod status;
 mod sweep;
 mod train;
 
@@ -67,7 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Model(args) => model::run(args),
         Command::Plan(args) => sweep::run_plan(args),
         Command::Run(args) => sweep::run_run(args),
-        Command::Status(args) => sweep::run_status(args),
+        Command::Status(args) => status::run_status(args),
         Command::Fit(args) => analyze::run_fit(args),
         Command::Report(args) => analyze::run_report(args),
         Command::Compare(args) => analyze::run_compare(args),

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::status::task_column;
 use super::train::DeviceArgs;
 use super::{InputError, thousands};
 use crate::backend::BackendKind;
@@ -11,7 +12,6 @@ use crate::fmt::bytes_text;
 use crate::model::flops::{PFLOPS_DAY, param_counts};
 use crate::runner::{Filter, RunOutcome, RunnerOptions, outcome_text, run_sweep, view};
 use crate::spec::Sweep;
-use crate::store::metrics::read_steps;
 use crate::store::{RunDir, RunState};
 use crate::train::Summary;
 
@@ -81,7 +81,7 @@ fn check_environment(
 }
 
 impl SweepArgs {
-    fn load(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
+    pub(super) fn load(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
         let sweep = Sweep::load(&self.sweep).map_err(|e| InputError(e.to_string()))?;
         let filters = self
             .filter
@@ -335,90 +335,6 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
             report.failures().len()
         );
     }
-    Ok(())
-}
-
-/// ` khop hops=2` after a run's row when the sweep has a `tasks` axis, else nothing.
-fn task_column(sweep: &crate::spec::Sweep, run: &crate::spec::PlannedRun) -> String {
-    if sweep.file.tasks.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", run.task())
-    }
-}
-
-pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
-    let (sweep, filters) = args.load()?;
-    let root = sweep.results_dir(&args.results);
-    let queue = crate::runner::slurm::queue_states(&root);
-    println!(
-        "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}{}",
-        "id",
-        "variant",
-        "size",
-        "seed",
-        "state",
-        "step",
-        "loss",
-        "val",
-        if sweep.file.tasks.is_empty() {
-            ""
-        } else {
-            " task"
-        }
-    );
-    let mut counts = std::collections::BTreeMap::new();
-    for run in sweep
-        .runs
-        .iter()
-        .filter(|r| filters.iter().all(|f| f.matches(r)))
-    {
-        let dir = RunDir::new(root.join(&run.id));
-        let v = view(&dir)?;
-        let rows = if dir.steps().exists() {
-            read_steps(&dir.steps()).unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        let last_val = rows.iter().rev().find_map(|r| r.loss_val);
-        let state = match queue.get(&run.id) {
-            // squeue is a hint: a finished run's folder wins over a stale queue entry.
-            Some(q) if v.state != RunState::Done => q.as_str(),
-            _ if v.holder.is_some() => "running",
-            _ => v.state.name(),
-        };
-        *counts.entry(state).or_insert(0) += 1;
-        println!(
-            "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}{}",
-            run.id,
-            run.arm,
-            run.size,
-            run.seed,
-            state,
-            format!(
-                "{}/{}",
-                rows.last().map_or(0, |r| r.step),
-                run.spec.total_steps()
-            ),
-            rows.last()
-                .map(|r| format!("{:.4}", r.loss_train))
-                .unwrap_or_else(|| "-".into()),
-            last_val
-                .map(|v| format!("{v:.4}"))
-                .unwrap_or_else(|| "-".into()),
-            task_column(&sweep, run)
-        );
-        if let (RunState::Failed, Ok(Some(crate::store::Status::Failed { reason, .. }))) =
-            (&v.state, dir.read_status())
-        {
-            println!("           failed: {reason}");
-            if let Some(log) = crate::runner::slurm::log_of(&root, &run.id) {
-                println!("           log: {}", log.display());
-            }
-        }
-    }
-    let summary: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    println!("\n{}", summary.join(", "));
     Ok(())
 }
 
