@@ -214,8 +214,11 @@ fn two_phase_training_gradients_equal_the_naive_ones() {
             let (a_v, b_v) = (to_vec(a.value), to_vec(b.value));
             let scale = b_v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
             let diff = max_abs_diff(&a_v, &b_v);
+            // Float noise, amplified by the sharp depth weights: 8e-5 of the largest entry
+            // at worst with composed attention, 2.4e-4 with libtorch's flash attention
+            // (blocked sums); a wrong merge or weight is off by order one.
             assert!(
-                diff <= 1e-4 * scale.max(1e-3),
+                diff <= 1e-3 * scale.max(1e-3),
                 "{label} {}: gradient differs by {diff} (largest entry {scale})",
                 a.path
             );

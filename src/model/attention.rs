@@ -3,10 +3,9 @@
 
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
-use burn::tensor::module::attention;
-use burn::tensor::ops::AttentionModuleOptions;
 
 use super::init::Init;
+use super::kernels::attention::causal_attention;
 use super::rope::Rope;
 
 #[derive(Module, Debug)]
@@ -74,11 +73,7 @@ impl Attention {
             }
             _ => own.clone(),
         };
-        let options = AttentionModuleOptions {
-            is_causal: true,
-            ..Default::default()
-        };
-        let ctx = attention(q, k, v, None, None, options); // [B, H, T, hd]
+        let ctx = causal_attention(q, k, v); // [B, H, T, hd]
         let out = ctx
             .swap_dims(1, 2)
             .reshape([b, t, d]) // [B, T, d]

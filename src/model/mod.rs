@@ -6,6 +6,8 @@ pub mod config;
 pub mod flops;
 pub mod hyper;
 pub mod init;
+#[allow(deprecated)] // the extension macro names burn-tch's backend, which burn 0.22 deprecates.
+pub mod kernels;
 pub mod lm;
 pub mod memory;
 pub mod mlp;

@@ -1,0 +1,40 @@
+//! Operations that burn's tensor API composes out of many small kernels, given a kernel (or
+//! a backward pass) of their own through burn's backend extensions: causal attention with a
+//! fused backward, and Block AttnRes's phase-2 merge.
+//!
+//! Each operation has three implementations behind one trait, [`KernelOps`]: libtorch's own
+//! fused kernels where libtorch has them (f32 on the CPU), the same operation composed of
+//! primitive tensor operations everywhere else (flex, CUDA, bf16), and an autodiff wrapper
+//! whose backward calls the backend's backward kernel instead of differentiating the
+//! composition op by op. `tests/kernels.rs` holds each to the composed form and to finite
+//! differences.
+
+pub mod attention;
+mod composed;
+
+use burn::backend::{Backend, backend_extension, tensor::FloatTensor};
+
+/// The fused operations, per backend. Call them through the functions of the submodules,
+/// which take and return [`burn::tensor::Tensor`]s.
+#[backend_extension(LibTorch: cfg(feature = "tch"), Flex: cfg(feature = "flex"), Autodiff)]
+pub trait KernelOps: Backend {
+    /// Causal softmax attention with scale `1/sqrt(hd)`: queries, keys and values
+    /// `[B, H, T, hd]` -> (context `[B, H, T, hd]`, the log-sum-exp of each query's scores,
+    /// in whatever shape this backend's backward wants it).
+    fn causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// The gradients of [`Self::causal_attention`]'s context with respect to `q`, `k`, `v`,
+    /// given the context's gradient and the forward's outputs.
+    fn causal_attention_backward(
+        grad: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+}
