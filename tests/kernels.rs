@@ -6,6 +6,9 @@ mod common;
 
 use attnres::backend::{BackendKind, device};
 use attnres::model::kernels::attention::{causal_attention, causal_attention_composed};
+use attnres::model::kernels::merge::{block_merge, block_merge_composed};
+use attnres::model::kernels::norm::rms_norm;
+use attnres::model::norm::rms_normalize;
 use burn::tensor::{Device, Tensor, TensorData};
 use common::*;
 use rand::{Rng, SeedableRng};
@@ -24,6 +27,16 @@ fn uniform<const D: usize>(seed: u64, shape: [usize; D], device: &Device) -> Ten
     let n = shape.iter().product();
     let values: Vec<f32> = (0..n).map(|_| rng.random_range(-2.0..2.0)).collect();
     Tensor::from_data(TensorData::new(values, shape), device)
+}
+
+/// Same inputs on every backend compiled in: the same outputs, within `tol`.
+fn assert_backends_agree(per_backend: &[Vec<Vec<f32>>], tol: f32) {
+    for other in per_backend.iter().skip(1) {
+        for (a, b) in per_backend[0].iter().zip(other) {
+            let diff = max_abs_diff(a, b);
+            assert!(diff < tol, "backends differ by {diff}");
+        }
+    }
 }
 
 /// `f(q, k, v)` and the gradients of `sum(f * w)` for a fixed random `w`.
@@ -66,13 +79,100 @@ fn causal_attention_equals_its_composition_with_gradients() {
         );
         per_backend.push(fused);
     }
-    for other in per_backend.iter().skip(1) {
-        for (a, b) in per_backend[0].iter().zip(other) {
+    assert_backends_agree(&per_backend, 1e-4);
+}
+
+type Merge = fn(Tensor<2>, Tensor<4>, Tensor<1>, Tensor<4>, bool) -> Tensor<2>;
+
+/// The merge of one layer as the two-phase path calls it: `o1` and `lse` are views of a
+/// block's phase-1 tensors (step 1 of 3), not tensors of their own. Returns the value and
+/// the gradients of `p`, the whole phase-1 result, `q` and the whole log-sum-exp.
+fn merge_and_grads(f: Merge, dev: &Device, heads: usize, key_norm: bool) -> Vec<Vec<f32>> {
+    let (n, d, q_steps) = (67, 24, 3);
+    let dh = d / heads;
+    let p = uniform(10, [n, d], dev).require_grad();
+    let o1_all = uniform(11, [heads, n, q_steps, dh], dev).require_grad();
+    let q = (uniform(12, [d], dev) * 0.5).require_grad();
+    let lse_all = uniform(13, [heads, n, 1, q_steps], dev).require_grad();
+    let w = uniform(14, [n, d], dev);
+    let o1 = o1_all.clone().narrow(2, 1, 1); // [H, N, 1, dh]
+    let lse = lse_all.clone().narrow(3, 1, 1); // [H, N, 1, 1]
+    let x = f(p.clone(), o1, q.clone(), lse, key_norm);
+    let grads = (x.clone() * w).sum().backward();
+    let mut out = vec![to_vec(x)];
+    out.push(to_vec(p.grad(&grads).unwrap()));
+    out.push(to_vec(o1_all.grad(&grads).unwrap()));
+    out.push(to_vec(q.grad(&grads).unwrap()));
+    out.push(to_vec(lse_all.grad(&grads).unwrap()));
+    out
+}
+
+#[test]
+fn block_merge_equals_its_composition_with_gradients() {
+    let mut per_backend = Vec::new();
+    for dev in backends() {
+        let train = dev.clone().autodiff();
+        let mut all = Vec::new();
+        // One head takes the row kernel on tch; two heads the composed backward.
+        for (heads, key_norm) in [(1, true), (1, false), (2, true)] {
+            let fused = merge_and_grads(block_merge, &train, heads, key_norm);
+            let composed = merge_and_grads(block_merge_composed, &train, heads, key_norm);
+            for (i, name) in ["x", "dp", "do1", "dq", "dlse"].iter().enumerate() {
+                let diff = max_abs_diff(&fused[i], &composed[i]);
+                let scale = composed[i].iter().fold(1.0f32, |m, x| m.max(x.abs()));
+                assert!(
+                    diff < 1e-6 * scale,
+                    "{dev:?} heads {heads} key norm {key_norm} {name}: max abs difference \
+                     {diff} (largest entry {scale})"
+                );
+            }
+            // Only step 1 of the phase-1 tensors was read, so only it has a gradient.
+            let do1 = &fused[2];
+            let (n, d) = (67, 24);
+            let dh = d / heads;
+            for (i, g) in do1.iter().enumerate() {
+                if (i / dh) % 3 != 1 {
+                    assert_eq!(*g, 0.0, "{dev:?}: gradient on an unread phase-1 step");
+                }
+            }
+            assert_eq!(do1.len(), heads * n * 3 * dh);
+            all.extend(fused);
+        }
+        per_backend.push(all);
+    }
+    assert_backends_agree(&per_backend, 1e-5);
+}
+
+#[test]
+fn rms_norm_equals_its_composition_with_gradients() {
+    let mut per_backend = Vec::new();
+    for dev in backends() {
+        let train = dev.clone().autodiff();
+        let run = |fused: bool| {
+            let x = (uniform(20, [53, 40], &train) * 3.0).require_grad();
+            let g = uniform(21, [40], &train).require_grad();
+            let y = if fused {
+                rms_norm(x.clone(), g.clone())
+            } else {
+                rms_normalize(x.clone()) * g.clone().unsqueeze()
+            };
+            let grads = (y.clone() * uniform(22, [53, 40], &train)).sum().backward();
+            [
+                to_vec(y),
+                to_vec(x.grad(&grads).unwrap()),
+                to_vec(g.grad(&grads).unwrap()),
+            ]
+        };
+        let (fused, composed) = (run(true), run(false));
+        for (i, name) in ["y", "dx", "dg"].iter().enumerate() {
+            let diff = max_abs_diff(&fused[i], &composed[i]);
+            let scale = composed[i].iter().fold(1.0f32, |m, x| m.max(x.abs()));
             assert!(
-                max_abs_diff(a, b) < 1e-4,
-                "backends differ: {}",
-                max_abs_diff(a, b)
+                diff < 1e-6 * scale,
+                "{dev:?} {name}: max abs difference {diff} (largest {scale})"
             );
         }
+        per_backend.push(fused.to_vec());
     }
+    assert_backends_agree(&per_backend, 1e-5);
 }

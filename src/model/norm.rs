@@ -4,6 +4,7 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 use super::init::Init;
+use super::kernels::norm::rms_norm;
 
 pub const RMS_EPS: f64 = 1e-6;
 
@@ -20,7 +21,10 @@ impl RmsNorm {
     }
 
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        rms_normalize(x) * self.gain.val().unsqueeze()
+        let dims = x.dims();
+        let d = dims[D - 1];
+        let rows = x.shape().num_elements() / d;
+        rms_norm(x.reshape([rows, d]), self.gain.val()).reshape(dims) // [N, d] -> dims
     }
 }
 

@@ -4,6 +4,8 @@
 use burn::backend::{Backend, TensorMetadata, tensor::FloatTensor};
 use burn::tensor::{Shape, TensorData};
 
+use crate::model::norm::RMS_EPS;
+
 /// `softmax(q k^T / sqrt(hd) + causal mask)` `[B, H, T, T]` and the log-sum-exp of each row
 /// `[B, H, T, 1]`.
 fn causal_probabilities<B: Backend>(
@@ -56,4 +58,147 @@ pub fn causal_attention_backward<B: Backend>(
     let dq = B::float_mul_scalar(B::float_matmul(ds.clone(), k), scale.into());
     let dk = B::float_mul_scalar(B::float_matmul(B::float_transpose(ds), q), scale.into());
     (dq, dk, dv)
+}
+
+/// `[H, N, 1, dh]` (head-major, as phase 1 keeps it) to token-major `[N, H, dh]`.
+fn token_major<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let [h, n, _, dh] = x.shape().dims::<4>();
+    B::float_swap_dims(B::float_reshape(x, Shape::new([h, n, dh])), 0, 1)
+}
+
+/// Token-major `[N, H, dh]` back to head-major `[H, N, 1, dh]`.
+fn head_major<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let [n, h, dh] = x.shape().dims::<3>();
+    B::float_reshape(B::float_swap_dims(x, 0, 1), Shape::new([h, n, 1, dh]))
+}
+
+/// What the merge's forward and backward share, token-major: `p`, `o1` `[N, H, dh]`, `q`
+/// `[1, H, dh]`, `s = p.q` per head and `u = 1/rms(p)` `[N, H, 1]` / `[N, 1, 1]`, `beta`.
+struct Merge<B: Backend> {
+    p: FloatTensor<B>,
+    o1: FloatTensor<B>,
+    q: FloatTensor<B>,
+    s: FloatTensor<B>,
+    u: FloatTensor<B>,
+    beta: FloatTensor<B>,
+}
+
+impl<B: Backend> Merge<B> {
+    fn new(
+        p: FloatTensor<B>,
+        o1: FloatTensor<B>,
+        q: FloatTensor<B>,
+        lse: FloatTensor<B>,
+        key_norm: bool,
+    ) -> Self {
+        let [h, n, _, dh] = o1.shape().dims::<4>();
+        let p = B::float_reshape(p, Shape::new([n, h, dh]));
+        let o1 = token_major::<B>(o1);
+        let q = B::float_reshape(q, Shape::new([1, h, dh]));
+        let s = B::float_sum_dim(B::float_mul(p.clone(), q.clone()), 2); // [N, H, 1]
+        let u = if key_norm {
+            let mean = B::float_mean_dim(
+                B::float_reshape(B::float_mul(p.clone(), p.clone()), Shape::new([n, h * dh])),
+                1,
+            ); // [N, 1]
+            let rms = B::float_sqrt(B::float_add_scalar(mean, RMS_EPS.into()));
+            B::float_reshape(B::float_recip(rms), Shape::new([n, 1, 1]))
+        } else {
+            B::float_ones(Shape::new([n, 1, 1]), &p.device(), p.dtype().into())
+        };
+        let lse = token_major::<B>(lse); // [N, H, 1]
+        let z = B::float_sub(B::float_mul(s.clone(), u.clone()), lse);
+        let beta = B::sigmoid(z);
+        Self {
+            p,
+            o1,
+            q,
+            s,
+            u,
+            beta,
+        }
+    }
+}
+
+/// `x = o1 + sigmoid(p.q u - lse) (p - o1)` per head; `p` `[N, d]`, `o1` `[H, N, 1, dh]`,
+/// `q` `[d]`, `lse` `[H, N, 1, 1]` -> `x` `[N, d]`.
+pub fn block_merge<B: Backend>(
+    p: FloatTensor<B>,
+    o1: FloatTensor<B>,
+    q: FloatTensor<B>,
+    lse: FloatTensor<B>,
+    key_norm: bool,
+) -> FloatTensor<B> {
+    let [n, d] = p.shape().dims::<2>();
+    let m = Merge::<B>::new(p, o1, q, lse, key_norm);
+    let x = B::float_add(m.o1.clone(), B::float_mul(m.beta, B::float_sub(m.p, m.o1)));
+    B::float_reshape(x, Shape::new([n, d]))
+}
+
+/// The gradients of [`block_merge`] (`dp`, `do1`, `dq`, `dlse`), by the formulas of
+/// `rows::merge_backward`.
+pub fn block_merge_backward<B: Backend>(
+    grad: FloatTensor<B>,
+    p: FloatTensor<B>,
+    o1: FloatTensor<B>,
+    q: FloatTensor<B>,
+    lse: FloatTensor<B>,
+    key_norm: bool,
+) -> [FloatTensor<B>; 4] {
+    let [n, d] = p.shape().dims::<2>();
+    let [h, _, _, dh] = o1.shape().dims::<4>();
+    let m = Merge::<B>::new(p, o1, q, lse, key_norm);
+    let g = B::float_reshape(grad, Shape::new([n, h, dh]));
+    let diff = B::float_sub(m.p.clone(), m.o1);
+    let along = B::float_sum_dim(B::float_mul(g.clone(), diff), 2); // [N, H, 1]
+    let one_minus = B::float_neg(B::float_add_scalar(m.beta.clone(), (-1.0).into()));
+    let dz = B::float_mul(B::float_mul(along, m.beta.clone()), one_minus.clone());
+    let do1 = B::float_mul(g.clone(), one_minus);
+    let dlse = B::float_neg(dz.clone());
+    let dzu = B::float_mul(dz.clone(), m.u.clone()); // [N, H, 1]
+    let dq = B::float_sum_dim(B::float_mul(dzu.clone(), m.p.clone()), 0); // [1, H, dh]
+    let mut dp = B::float_add(B::float_mul(g, m.beta), B::float_mul(dzu, m.q));
+    if key_norm {
+        // d u / d p = -u^3 p / d, summed over the heads' logits.
+        let u3 = B::float_mul(B::float_mul(m.u.clone(), m.u.clone()), m.u);
+        let weight = B::float_sum_dim(B::float_mul(dz, m.s), 1); // [N, 1, 1]
+        let coeff = B::float_mul_scalar(B::float_mul(weight, u3), (-1.0 / d as f64).into());
+        dp = B::float_add(dp, B::float_mul(coeff, m.p));
+    }
+    [
+        B::float_reshape(dp, Shape::new([n, d])),
+        head_major::<B>(do1),
+        B::float_reshape(dq, Shape::new([d])),
+        head_major::<B>(dlse),
+    ]
+}
+
+/// `1 / rms(x)` over the last dimension of `[N, d]`: `[N, 1]`.
+fn inv_rms<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let mean = B::float_mean_dim(B::float_mul(x.clone(), x), 1);
+    B::float_recip(B::float_sqrt(B::float_add_scalar(mean, RMS_EPS.into())))
+}
+
+/// `x g / rms(x)`: `x` `[N, d]`, `g` `[d]`.
+pub fn rms_norm<B: Backend>(x: FloatTensor<B>, g: FloatTensor<B>) -> FloatTensor<B> {
+    let d = g.shape().dims::<1>()[0];
+    let u = inv_rms::<B>(x.clone());
+    B::float_mul(B::float_mul(x, u), B::float_reshape(g, Shape::new([1, d])))
+}
+
+/// The gradients of [`rms_norm`] (`dx`, `dg`), by the formulas of `rows::rms_norm_backward`.
+pub fn rms_norm_backward<B: Backend>(
+    dy: FloatTensor<B>,
+    x: FloatTensor<B>,
+    g: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let d = g.shape().dims::<1>()[0];
+    let u = inv_rms::<B>(x.clone()); // [N, 1]
+    let h = B::float_mul(dy.clone(), B::float_reshape(g, Shape::new([1, d])));
+    let hx = B::float_sum_dim(B::float_mul(h.clone(), x.clone()), 1); // [N, 1]
+    let u3 = B::float_mul(B::float_mul(u.clone(), u.clone()), u.clone());
+    let c = B::float_mul_scalar(B::float_mul(u3, hx), (1.0 / d as f64).into());
+    let dx = B::float_sub(B::float_mul(h, u.clone()), B::float_mul(x.clone(), c));
+    let dg = B::float_sum_dim(B::float_mul(B::float_mul(dy, x), u), 0); // [1, d]
+    (dx, B::float_reshape(dg, Shape::new([d])))
 }

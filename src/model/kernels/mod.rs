@@ -10,7 +10,13 @@
 //! differences.
 
 pub mod attention;
+mod backends;
 mod composed;
+pub mod merge;
+pub mod norm;
+mod rows;
+#[cfg(feature = "tch")]
+mod tch_memory;
 
 use burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 
@@ -37,4 +43,41 @@ pub trait KernelOps: Backend {
         out: FloatTensor<Self>,
         lse: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// Block AttnRes's phase-2 merge, `x = o1 + sigmoid(p.q / rms(p) - lse) (p - o1)` per
+    /// head (`p.q` without the key norm): the partial sum `p` `[N, d]`, the phase-1 result
+    /// `o1` `[H, N, 1, dh]` and its log-sum-exp `lse` `[H, N, 1, 1]`, the step's effective
+    /// query `q` `[d]` -> `x` `[N, d]`.
+    fn block_merge(
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self>;
+
+    /// The gradients of [`Self::block_merge`] with respect to `p`, `o1`, `q` and `lse`.
+    fn block_merge_backward(
+        grad: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    );
+
+    /// RMSNorm with a gain over the last dimension: `x` `[N, d]`, `g` `[d]` -> `[N, d]`.
+    fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// The gradients of [`Self::rms_norm`] with respect to `x` and `g`.
+    fn rms_norm_backward(
+        grad: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
 }

@@ -16,6 +16,7 @@ use burn::tensor::activation::sigmoid;
 
 use super::Sublayers;
 use super::attnres::{AttnRes, DepthMix, Scorer};
+use crate::model::kernels::merge::block_merge;
 use crate::model::norm::RMS_EPS;
 
 /// A completed source as the batched path keeps it.
@@ -59,20 +60,22 @@ impl AttnRes {
             for (j, l) in (start..end).enumerate() {
                 let o1 = phase.o1.clone().narrow(2, j, 1); // [H, BT, 1, d/H]
                 let x = match (&partial, &phase.lse) {
-                    (None, _) => o1,
-                    (Some(p), lse) => {
+                    (None, _) => mixing.to_stream(o1, b, t),
+                    // The partial's share of the softmax over all sources, in one operation.
+                    (Some(p), Some(lse)) => block_merge(
+                        p.clone().reshape([b * t, d]),
+                        o1,
+                        mixing.query(l),
+                        lse.clone().narrow(3, j, 1),
+                        mixing.key_norm,
+                    )
+                    .reshape([b, t, d]),
+                    (Some(p), None) => {
                         let (value, logit) = mixing.score_partial(p.clone(), l); // [H, BT, 1, *]
-                        match lse {
-                            // The partial's share of the softmax over all sources.
-                            Some(lse) => {
-                                let beta = sigmoid(logit - lse.clone().narrow(3, j, 1));
-                                o1.clone() + (value - o1) * beta
-                            }
-                            None => o1 + value * sigmoid(logit),
-                        }
+                        mixing.to_stream(o1 + value * sigmoid(logit), b, t)
                     }
                 };
-                let y = layers.apply(l, mixing.to_stream(x, b, t));
+                let y = layers.apply(l, x);
                 partial = Some(match partial {
                     Some(p) => p + y,
                     None => y,
@@ -116,6 +119,11 @@ impl<'a> Mixing<'a> {
             key_norm: first.uses_key_norm(),
             sigmoid: first.sigmoid,
         }
+    }
+
+    /// The effective query of mixing step `l`, `[d]`.
+    fn query(&self, l: usize) -> Tensor<1> {
+        self.queries.clone().narrow(2, l, 1).reshape([self.d]) // [H, d/H, 1] -> [d]
     }
 
     /// `[B, T, d]` to head-major `[H, BT, d/H]`.

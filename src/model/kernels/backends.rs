@@ -1,0 +1,207 @@
+//! [`KernelOps`] for each backend: libtorch's kernels and ours on tch, the composed
+//! primitives on flex, and the autodiff wrappers with their hand-written backward passes.
+
+use burn::backend::autodiff::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
+
+use super::{KernelOps, attention, composed, merge, norm};
+
+#[cfg(feature = "tch")]
+impl KernelOps for burn::backend::LibTorch {
+    fn causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        attention::tch_kernels::forward(q, k, v)
+    }
+
+    fn causal_attention_backward(
+        grad: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        attention::tch_kernels::backward(grad, q, k, v, out, lse)
+    }
+
+    fn block_merge(
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self> {
+        merge::tch_kernel::forward(p, o1, q, lse, key_norm)
+    }
+
+    fn block_merge_backward(
+        grad: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        let [dp, do1, dq, dlse] = merge::tch_kernel::backward(grad, p, o1, q, lse, key_norm);
+        (dp, do1, dq, dlse)
+    }
+
+    fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
+        norm::tch_kernel::forward(x, g)
+    }
+
+    fn rms_norm_backward(
+        grad: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        norm::tch_kernel::backward(grad, x, g)
+    }
+}
+
+#[cfg(feature = "flex")]
+impl KernelOps for burn::backend::Flex {
+    fn causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed::causal_attention::<Self>(q, k, v)
+    }
+
+    fn causal_attention_backward(
+        grad: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        _lse: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        composed::causal_attention_backward::<Self>(grad, q, k, v, out)
+    }
+
+    fn block_merge(
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self> {
+        composed::block_merge::<Self>(p, o1, q, lse, key_norm)
+    }
+
+    fn block_merge_backward(
+        grad: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        let [dp, do1, dq, dlse] =
+            composed::block_merge_backward::<Self>(grad, p, o1, q, lse, key_norm);
+        (dp, do1, dq, dlse)
+    }
+
+    fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
+        composed::rms_norm::<Self>(x, g)
+    }
+
+    fn rms_norm_backward(
+        grad: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed::rms_norm_backward::<Self>(grad, x, g)
+    }
+}
+
+impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C> {
+    fn causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        attention::autodiff_forward::<B, C>(q, k, v)
+    }
+
+    /// Not differentiable itself (no second derivatives): its outputs are constants.
+    fn causal_attention_backward(
+        grad: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [grad, q, k, v, out, lse] = [grad, q, k, v, out, lse].map(|t| t.into_primitive());
+        let (dq, dk, dv) = B::causal_attention_backward(grad, q, k, v, out, lse);
+        (
+            Self::from_inner(dq),
+            Self::from_inner(dk),
+            Self::from_inner(dv),
+        )
+    }
+
+    fn block_merge(
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self> {
+        merge::autodiff_forward::<B, C>(p, o1, q, lse, key_norm)
+    }
+
+    /// Not differentiable itself, as above.
+    fn block_merge_backward(
+        grad: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        let [grad, p, o1, q, lse] = [grad, p, o1, q, lse].map(|t| t.into_primitive());
+        let (dp, do1, dq, dlse) = B::block_merge_backward(grad, p, o1, q, lse, key_norm);
+        (
+            Self::from_inner(dp),
+            Self::from_inner(do1),
+            Self::from_inner(dq),
+            Self::from_inner(dlse),
+        )
+    }
+
+    fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
+        norm::autodiff_forward::<B, C>(x, g)
+    }
+
+    fn rms_norm_backward(
+        grad: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [grad, x, g] = [grad, x, g].map(|t| t.into_primitive());
+        let (dx, dg) = B::rms_norm_backward(grad, x, g);
+        (Self::from_inner(dx), Self::from_inner(dg))
+    }
+}

@@ -1,0 +1,46 @@
+//! Raw access to libtorch's CPU memory for the row kernels: f32 slices of contiguous tensors
+//! and of row views, and fresh output tensors to write into.
+
+/// A CPU f32 view whose rows (dimension `row_dim`) are `d` contiguous floats: its data
+/// from the view's first element, and the distance between rows.
+pub fn rows_of(t: &tch::Tensor, row_dim: usize) -> Option<(&[f32], usize)> {
+    let size = t.size();
+    let stride = t.stride();
+    let last = size.len() - 1;
+    let fits = t.device() == tch::Device::Cpu
+        && t.kind() == tch::Kind::Float
+        && (size[last] == 1 || stride[last] == 1)
+        && size
+            .iter()
+            .enumerate()
+            .all(|(i, &n)| i == row_dim || i == last || n == 1);
+    if !fits {
+        return None;
+    }
+    let (n, row) = (size[row_dim] as usize, stride[row_dim] as usize);
+    let len = (n.max(1) - 1) * row + size[last] as usize;
+    // SAFETY: the view's elements lie within `len` floats of its first one (checked
+    // shape and strides above), and the tensor outlives the borrow.
+    let data = unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, len) };
+    Some((data, row))
+}
+
+/// A contiguous CPU f32 tensor's data.
+pub fn floats(t: &tch::Tensor) -> Option<&[f32]> {
+    if !(t.is_contiguous() && t.device() == tch::Device::Cpu && t.kind() == tch::Kind::Float) {
+        return None;
+    }
+    // SAFETY: `numel` contiguous floats from the first element; the tensor outlives the
+    // borrow.
+    Some(unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) })
+}
+
+pub fn empty(shape: &[i64]) -> tch::Tensor {
+    tch::Tensor::empty(shape, (tch::Kind::Float, tch::Device::Cpu))
+}
+
+pub fn slice_mut(t: &mut tch::Tensor) -> &mut [f32] {
+    let n = t.numel();
+    // SAFETY: a fresh contiguous f32 CPU tensor of `n` elements, borrowed mutably.
+    unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, n) }
+}
