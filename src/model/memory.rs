@@ -2,8 +2,9 @@
 //! "Training memory"): parameters with their gradients and Adam moments, the activations
 //! autodiff keeps for the backward pass at the tokens in flight, and a fixed runtime share.
 //!
-//! Counts are in f32 elements per token and follow what this crate's layers keep: the naive
-//! attention of the training path holds its `T x T` scores, so the count grows with context.
+//! Counts are in f32 elements per token and follow what this crate's layers keep. Attention's
+//! fused backward (`kernels::attention`) keeps no `T x T` scores, only each query's
+//! log-sum-exp, so the count does not grow with context.
 //! `attnres bench` prints the estimate next to the measured peak.
 
 use serde::Serialize;
@@ -37,12 +38,12 @@ impl MemoryEstimate {
 
 /// f32 elements per token one Transformer block keeps for the backward pass:
 /// attention `12 d` (norm in and out, q k v, rotated q k, context, its copy, output, the
-/// residual sum), the naive attention's scores, mask and softmax `3 H T`, SwiGLU
+/// residual sum), the log-sum-exp of each head's query `H`, SwiGLU
 /// `2 d + 5 h` (norm in and out, gate, up, the sigmoid and SiLU of the gate, their product).
 fn block_elements(c: &ModelConfig) -> f64 {
     let (d, h) = (c.d_model as f64, c.ff_hidden() as f64);
-    let scores = 3.0 * c.n_heads as f64 * c.context as f64;
-    12.0 * d + scores + 2.0 * d + 5.0 * h
+    let lse = c.n_heads as f64;
+    12.0 * d + lse + 2.0 * d + 5.0 * h
 }
 
 /// f32 elements per token the residual family keeps beyond the baseline's stream.
