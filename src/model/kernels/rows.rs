@@ -1,10 +1,13 @@
 //! CPU kernels over rows of f32 (one row a token), in plain Rust on slices: one pass where
-//! the composed form takes one libtorch kernel per elementwise step. Rows are split across
-//! rayon's pool, which `train::set_threads` sizes like libtorch's.
+//! the composed form takes one libtorch kernel per elementwise step. They run on the calling
+//! thread: split across rayon's pool they lost to libgomp's threads, which spin on the other
+//! cores after each libtorch operation (docs/performance.md, "Fused operations").
 
 use crate::model::norm::RMS_EPS;
 
-/// Rows per rayon task: enough work to pay for the hand-off.
+/// Rows per chunk. The merge's `dq` is summed per chunk and the chunks' sums then added in
+/// order: the order of summation the committed quick reference runs were trained with, which
+/// the reproduce test checks bit for bit.
 const ROWS_PER_TASK: usize = 64;
 
 /// A read-only `[rows, d]` matrix whose rows may sit `stride` apart (a view into a wider
