@@ -40,6 +40,7 @@ pub(super) mod tch_kernels {
     use burn::backend::tensor::FloatTensor;
 
     use super::super::composed;
+    use super::super::tch_memory::cpu_f32;
 
     type T = FloatTensor<LibTorch>;
 
@@ -47,7 +48,7 @@ pub(super) mod tch_kernels {
     /// bf16) the forward is libtorch's fused attention and the backward the composed one: the
     /// CUDA backward kernels are not tested here.
     fn flash(t: &TchTensor) -> bool {
-        t.tensor.device() == tch::Device::Cpu && t.tensor.kind() == tch::Kind::Float
+        cpu_f32(&t.tensor)
     }
 
     pub fn forward(q: T, k: T, v: T) -> (T, T) {

@@ -92,20 +92,15 @@ impl<B: Backend> Merge<B> {
         key_norm: bool,
     ) -> Self {
         let [h, n, _, dh] = o1.shape().dims::<4>();
+        let u = if key_norm {
+            B::float_reshape(inv_rms::<B>(p.clone()), Shape::new([n, 1, 1]))
+        } else {
+            B::float_ones(Shape::new([n, 1, 1]), &p.device(), p.dtype().into())
+        };
         let p = B::float_reshape(p, Shape::new([n, h, dh]));
         let o1 = token_major::<B>(o1);
         let q = B::float_reshape(q, Shape::new([1, h, dh]));
         let s = B::float_sum_dim(B::float_mul(p.clone(), q.clone()), 2); // [N, H, 1]
-        let u = if key_norm {
-            let mean = B::float_mean_dim(
-                B::float_reshape(B::float_mul(p.clone(), p.clone()), Shape::new([n, h * dh])),
-                1,
-            ); // [N, 1]
-            let rms = B::float_sqrt(B::float_add_scalar(mean, RMS_EPS.into()));
-            B::float_reshape(B::float_recip(rms), Shape::new([n, 1, 1]))
-        } else {
-            B::float_ones(Shape::new([n, 1, 1]), &p.device(), p.dtype().into())
-        };
         let lse = token_major::<B>(lse); // [N, H, 1]
         let z = B::float_sub(B::float_mul(s.clone(), u.clone()), lse);
         let beta = B::sigmoid(z);

@@ -5,7 +5,7 @@
 
 use crate::model::norm::RMS_EPS;
 
-/// Rows per chunk. The merge's `dq` is summed per chunk and the chunks' sums then added in
+/// Rows per chunk of [`merge_backward`]. Its `dq` is summed per chunk and the chunks' sums then added in
 /// order: the order of summation the committed quick reference runs were trained with, which
 /// the reproduce test checks bit for bit.
 const ROWS_PER_TASK: usize = 64;
@@ -75,20 +75,14 @@ fn sigmoid(x: f32) -> f32 {
 /// `x = o1 + sigmoid(z - lse) (p - o1)`. Writes `x` `[N, d]`.
 pub fn merge_forward(p: &[f32], o1: Rows, q: &[f32], lse: Rows, key_norm: bool, x: &mut [f32]) {
     let d = q.len();
-    x.chunks_mut(d * ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(task, out)| {
-            for (i, x) in out.chunks_mut(d).enumerate() {
-                let r = task * ROWS_PER_TASK + i;
-                let p = &p[r * d..(r + 1) * d];
-                let o1 = o1.row(r, d);
-                let z = dot(p, q) * inv_rms(p, key_norm);
-                let beta = sigmoid(z - lse.row(r, 1)[0]);
-                for ((x, p), o) in x.iter_mut().zip(p).zip(o1) {
-                    *x = o + beta * (p - o);
-                }
-            }
-        });
+    for (r, (x, p)) in x.chunks_exact_mut(d).zip(p.chunks_exact(d)).enumerate() {
+        let o1 = o1.row(r, d);
+        let z = dot(p, q) * inv_rms(p, key_norm);
+        let beta = sigmoid(z - lse.row(r, 1)[0]);
+        for ((x, p), o) in x.iter_mut().zip(p).zip(o1) {
+            *x = o + beta * (p - o);
+        }
+    }
 }
 
 /// The gradients of [`merge_forward`] given `g = dL/dx` `[N, d]`: writes `dp` and `do1`

@@ -1,14 +1,18 @@
 //! Raw access to libtorch's CPU memory for the row kernels: f32 slices of contiguous tensors
 //! and of row views, and fresh output tensors to write into.
 
+/// Whether the row kernels (and libtorch's CPU flash attention) take `t`: f32 on the CPU.
+pub fn cpu_f32(t: &tch::Tensor) -> bool {
+    t.device() == tch::Device::Cpu && t.kind() == tch::Kind::Float
+}
+
 /// A CPU f32 view whose rows (dimension `row_dim`) are `d` contiguous floats: its data
 /// from the view's first element, and the distance between rows.
 pub fn rows_of(t: &tch::Tensor, row_dim: usize) -> Option<(&[f32], usize)> {
     let size = t.size();
     let stride = t.stride();
     let last = size.len() - 1;
-    let fits = t.device() == tch::Device::Cpu
-        && t.kind() == tch::Kind::Float
+    let fits = cpu_f32(t)
         && (size[last] == 1 || stride[last] == 1)
         && size
             .iter()
@@ -27,7 +31,7 @@ pub fn rows_of(t: &tch::Tensor, row_dim: usize) -> Option<(&[f32], usize)> {
 
 /// A contiguous CPU f32 tensor's data.
 pub fn floats(t: &tch::Tensor) -> Option<&[f32]> {
-    if !(t.is_contiguous() && t.device() == tch::Device::Cpu && t.kind() == tch::Kind::Float) {
+    if !(t.is_contiguous() && cpu_f32(t)) {
         return None;
     }
     // SAFETY: `numel` contiguous floats from the first element; the tensor outlives the

@@ -7,9 +7,10 @@
 //! for all of the block's queries at once, the softmax over the completed sources and its
 //! weighted sum (one batched matmul over the block's stacked sources); phase 2 walks the
 //! block's layers and merges in the single partial-sum source with the online-softmax
-//! update (one fused operation, `kernels::merge`, for the softmax form). Only the static pseudo-query scorer without a window can be batched this way;
-//! other ablations, and traced forwards (which report every step's weights), take the
-//! naive path of `attnres.rs`, which the tests hold this path to.
+//! update (one fused operation, `kernels::merge`, for the softmax form). Only the static
+//! pseudo-query scorer without a window can be batched this way; other ablations, and traced
+//! forwards (which report every step's weights), take the naive path of `attnres.rs`, which
+//! the tests hold this path to.
 
 use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
