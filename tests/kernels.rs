@@ -7,6 +7,7 @@ mod common;
 use attnres::backend::{BackendKind, device};
 use attnres::model::kernels::attention::{causal_attention, causal_attention_composed};
 use attnres::model::kernels::merge::{block_merge, block_merge_composed};
+use attnres::model::kernels::mix::{depth_mix, depth_mix_composed};
 use attnres::model::kernels::norm::rms_norm;
 use attnres::model::norm::rms_normalize;
 use burn::tensor::{Device, Tensor, TensorData};
@@ -29,12 +30,14 @@ fn uniform<const D: usize>(seed: u64, shape: [usize; D], device: &Device) -> Ten
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
-/// Same inputs on every backend compiled in: the same outputs, within `tol`.
+/// Same inputs on every backend compiled in: the same outputs, within `tol` times the
+/// largest entry (or `tol` where every entry is below 1).
 fn assert_backends_agree(per_backend: &[Vec<Vec<f32>>], tol: f32) {
     for other in per_backend.iter().skip(1) {
         for (a, b) in per_backend[0].iter().zip(other) {
             let diff = max_abs_diff(a, b);
-            assert!(diff < tol, "backends differ by {diff}");
+            let scale = a.iter().fold(1.0f32, |m, x| m.max(x.abs()));
+            assert!(diff < tol * scale, "backends differ by {diff} (largest entry {scale})");
         }
     }
 }
@@ -136,6 +139,60 @@ fn block_merge_equals_its_composition_with_gradients() {
                 }
             }
             assert_eq!(do1.len(), heads * n * 3 * dh);
+            all.extend(fused);
+        }
+        per_backend.push(all);
+    }
+    assert_backends_agree(&per_backend, 1e-5);
+}
+
+type Mix = fn(Tensor<3>, Option<Tensor<2>>, Tensor<1>, bool) -> Tensor<2>;
+
+/// A mixing step over 3 stacked sources (and a partial sum if `with_partial`) of 41 tokens:
+/// its output and the gradients of `sum(x * w)` for the stacked sources, the partial sum
+/// and the query.
+fn mix_and_grads(f: Mix, device: &Device, with_partial: bool, key_norm: bool) -> Vec<Vec<f32>> {
+    let (k, n, d) = (3, 41, 24);
+    // Sources of unequal scale, so that the key norm matters.
+    let stacked = (uniform(30, [k, n, d], device) * uniform(31, [k, n, 1], device)).require_grad();
+    let partial = (uniform(32, [n, d], device) * 1.5).require_grad();
+    let q = uniform(33, [d], device).require_grad();
+    let x = f(
+        stacked.clone(),
+        with_partial.then(|| partial.clone()),
+        q.clone(),
+        key_norm,
+    );
+    let grads = (x.clone() * uniform(34, [n, d], device)).sum().backward();
+    let mut out = vec![to_vec(x), to_vec(stacked.grad(&grads).unwrap())];
+    if with_partial {
+        out.push(to_vec(partial.grad(&grads).unwrap()));
+    } else {
+        assert!(partial.grad(&grads).is_none(), "an unused partial sum got a gradient");
+    }
+    out.push(to_vec(q.grad(&grads).unwrap()));
+    out
+}
+
+#[test]
+fn depth_mix_equals_its_composition_with_gradients() {
+    let mut per_backend = Vec::new();
+    for dev in backends() {
+        let train = dev.clone().autodiff();
+        let mut all = Vec::new();
+        for (with_partial, key_norm) in [(true, true), (false, true), (true, false)] {
+            let fused = mix_and_grads(depth_mix, &train, with_partial, key_norm);
+            let composed = mix_and_grads(depth_mix_composed, &train, with_partial, key_norm);
+            assert_eq!(fused.len(), composed.len());
+            for (i, (a, b)) in fused.iter().zip(&composed).enumerate() {
+                let diff = max_abs_diff(a, b);
+                let scale = b.iter().fold(1.0f32, |m, x| m.max(x.abs()));
+                assert!(
+                    diff < 1e-6 * scale,
+                    "{dev:?} partial {with_partial} key norm {key_norm}, output {i}: max abs \
+                     difference {diff} (largest entry {scale})"
+                );
+            }
             all.extend(fused);
         }
         per_backend.push(all);

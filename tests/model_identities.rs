@@ -172,7 +172,11 @@ fn attnres_matches_an_independent_loop() {
                 "naive",
                 to_vec(attnres.forward_naive(e.clone(), &toy, None)),
             ),
-            ("two-phase", to_vec(attnres.forward_two_phase(e, &toy))),
+            (
+                "two-phase",
+                to_vec(attnres.forward_two_phase(e.clone(), &toy)),
+            ),
+            ("stacked", to_vec(attnres.forward_stacked(e, &toy))),
         ];
         // Each step's query with the key norm's gain folded in: w . (r(v) g) = (w g) . r(v).
         let queries: Vec<Vec<f32>> = attnres

@@ -5,7 +5,7 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 
-use super::{KernelOps, attention, composed, merge, norm};
+use super::{KernelOps, attention, composed, merge, mix, norm};
 
 #[cfg(feature = "tch")]
 impl KernelOps for burn::backend::LibTorch {
@@ -53,6 +53,25 @@ impl KernelOps for burn::backend::LibTorch {
     ) {
         let [dp, do1, dq, dlse] = merge::tch_kernel::backward(grad, p, o1, q, lse, key_norm);
         (dp, do1, dq, dlse)
+    }
+
+    fn depth_mix(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self> {
+        mix::tch_kernel::forward(stacked, partial, q, key_norm)
+    }
+
+    fn depth_mix_backward(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        mix::tch_kernel::backward(grad, stacked, partial, q, key_norm)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -115,6 +134,25 @@ impl KernelOps for burn::backend::Flex {
         let [dp, do1, dq, dlse] =
             composed::block_merge_backward::<Self>(grad, p, o1, q, lse, key_norm);
         (dp, do1, dq, dlse)
+    }
+
+    fn depth_mix(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self> {
+        composed::depth_mix::<Self>(stacked, partial, q, key_norm)
+    }
+
+    fn depth_mix_backward(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        composed::depth_mix_backward::<Self>(grad, stacked, partial, q, key_norm)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -189,6 +227,28 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
             Self::from_inner(dq),
             Self::from_inner(dlse),
         )
+    }
+
+    fn depth_mix(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self> {
+        mix::autodiff_forward::<B, C>(stacked, partial, q, key_norm)
+    }
+
+    /// Not differentiable itself, as above.
+    fn depth_mix_backward(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [grad, stacked, partial, q] = [grad, stacked, partial, q].map(|t| t.into_primitive());
+        let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, key_norm);
+        (Self::from_inner(dv), Self::from_inner(dp), Self::from_inner(dq))
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {

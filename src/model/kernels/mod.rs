@@ -1,6 +1,6 @@
 //! Operations that burn's tensor API composes out of many small kernels, given a kernel (or
 //! a backward pass) of their own through burn's backend extensions: causal attention with a
-//! fused backward, and Block AttnRes's phase-2 merge.
+//! fused backward, RMSNorm, one AttnRes mixing step, and Block AttnRes's phase-2 merge.
 //!
 //! Each operation has three implementations behind one trait, [`KernelOps`]: libtorch's own
 //! fused kernels where libtorch has them (f32 on the CPU), the same operation composed of
@@ -13,7 +13,12 @@ pub mod attention;
 mod backends;
 mod composed;
 pub mod merge;
+pub mod mix;
+#[cfg(feature = "tch")]
+mod mix_rows;
 pub mod norm;
+#[cfg(feature = "tch")]
+mod omp;
 mod rows;
 #[cfg(feature = "tch")]
 mod tch_memory;
@@ -70,6 +75,26 @@ pub trait KernelOps: Backend {
         FloatTensor<Self>,
         FloatTensor<Self>,
     );
+
+    /// One single-head AttnRes mixing step, the softmax-weighted sum of the completed
+    /// sources `stacked` `[K, N, d]` and the partial sum `partial` `[N, d]` (none if it has
+    /// zero rows) with logits `v.q / rms(v)` (`v.q` without the key norm), `q` `[d]` ->
+    /// `x` `[N, d]`.
+    fn depth_mix(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self>;
+
+    /// The gradients of [`Self::depth_mix`] with respect to `stacked`, `partial` and `q`.
+    fn depth_mix_backward(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 
     /// RMSNorm with a gain over the last dimension: `x` `[N, d]`, `g` `[d]` -> `[N, d]`.
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self>;

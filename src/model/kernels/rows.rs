@@ -8,7 +8,7 @@ use crate::model::norm::RMS_EPS;
 /// Rows per chunk of [`merge_backward`]. Its `dq` is summed per chunk and the chunks' sums then added in
 /// order: the order of summation the committed quick reference runs were trained with, which
 /// the reproduce test checks bit for bit.
-const ROWS_PER_TASK: usize = 64;
+pub(super) const ROWS_PER_TASK: usize = 64;
 
 /// A read-only `[rows, d]` matrix whose rows may sit `stride` apart (a view into a wider
 /// tensor).
@@ -25,7 +25,7 @@ impl<'a> Rows<'a> {
 }
 
 /// `1 / rms(p)`, or 1 without the key norm.
-fn inv_rms(p: &[f32], key_norm: bool) -> f32 {
+pub(super) fn inv_rms(p: &[f32], key_norm: bool) -> f32 {
     if !key_norm {
         return 1.0;
     }
@@ -35,7 +35,7 @@ fn inv_rms(p: &[f32], key_norm: bool) -> f32 {
 
 /// Lanes of the partial sums below: eight independent accumulators, which the compiler
 /// keeps in one vector register (a single running sum would be a chain of dependent adds).
-const LANES: usize = 8;
+pub(super) const LANES: usize = 8;
 
 /// `sum_c f(a_c, b_c, e_c)` in `LANES` partial sums.
 #[inline]
@@ -61,7 +61,7 @@ fn sum3(a: &[f32], b: &[f32], e: &[f32], f: impl Fn(f32, f32, f32) -> f32) -> f3
     acc.iter().sum::<f32>() + tail
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum3(a, b, b, |a, b, _| a * b)
 }
 

@@ -10,6 +10,7 @@ mod hc;
 mod mhc;
 mod mhc_lite;
 mod streams;
+mod stacked;
 mod two_phase;
 
 pub use attnres::{AttnRes, DepthMix, Scorer};
@@ -65,8 +66,9 @@ impl Residual {
     }
 
     /// The training and inference path: differentiable. Without a trace, Block AttnRes takes
-    /// its two-phase path (SPEC section 5) where it applies; with one, every family takes its
-    /// naive path, which records each step's depth weights into `trace`.
+    /// its stacked path (one fused operation per mixing step) where it applies, else its
+    /// two-phase path (SPEC section 5) where that applies; with a trace, every family takes
+    /// its naive path, which records each step's depth weights into `trace`.
     pub fn forward(
         &self,
         e: Tensor<3>,
@@ -75,6 +77,9 @@ impl Residual {
     ) -> Tensor<3> {
         match self {
             Self::Baseline(r) => r.forward(e, layers, trace),
+            Self::AttnRes(r) if trace.is_none() && r.supports_stacked() => {
+                r.forward_stacked(e, layers)
+            }
             Self::AttnRes(r) if trace.is_none() && r.supports_two_phase() => {
                 r.forward_two_phase(e, layers)
             }

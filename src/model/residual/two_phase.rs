@@ -203,7 +203,7 @@ impl<'a> Mixing<'a> {
 
 /// `w ⊙ g`: the key norm's gain folded into the query, so that all queries can share one
 /// normalised key per source.
-fn effective_query(mix: &DepthMix) -> Tensor<1> {
+pub(super) fn effective_query(mix: &DepthMix) -> Tensor<1> {
     match &mix.scorer {
         Scorer::PseudoQuery(s) => match &s.key_norm {
             Some(norm) => s.query.val() * norm.gain.val(),

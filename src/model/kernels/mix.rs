@@ -1,0 +1,169 @@
+//! One AttnRes mixing step as one operation (SPEC section 3, docs/performance.md): the
+//! softmax over a layer's sources of their pseudo-query logits, and the weighted sum, for a
+//! single head. The sources come as the block's completed sources stacked once `[K, N, d]`
+//! and the block's partial sum `[N, d]` beside them (not copied in). Composed, a step is a
+//! dozen kernels forward and twenty backward; fused, one pass over the sources each way, by
+//! `mix_rows` on the CPU in f32.
+
+use burn::backend::autodiff::Autodiff;
+use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::{Backend, Dispatch, tensor::FloatTensor};
+use burn::tensor::Tensor;
+use burn::tensor::activation::softmax;
+
+use super::KernelOps;
+
+/// `x = sum_k a_k v_k`, `a = softmax_k(v_k . q / rms(v_k))` (`v_k . q` without the key
+/// norm), token by token: the completed sources `stacked` `[K, N, d]`, the partial sum
+/// `partial` `[N, d]` as one more source (or `None`), the step's effective query `q` `[d]`
+/// (the key norm's gain folded in) -> `x` `[N, d]`.
+pub fn depth_mix(
+    stacked: Tensor<3>,
+    partial: Option<Tensor<2>>,
+    q: Tensor<1>,
+    key_norm: bool,
+) -> Tensor<2> {
+    let [_, n, d] = stacked.dims();
+    let partial = partial.unwrap_or_else(|| no_partial(&stacked, d));
+    debug_assert!(matches!(partial.dims(), [0, _]) || partial.dims() == [n, d]);
+    Tensor::from_dispatch(<Dispatch as KernelOps>::depth_mix(
+        stacked.into_dispatch(),
+        partial.into_dispatch(),
+        q.into_dispatch(),
+        key_norm,
+    ))
+}
+
+/// A partial sum of zero rows: the kernels' sign that the step has none.
+fn no_partial(stacked: &Tensor<3>, d: usize) -> Tensor<2> {
+    Tensor::empty([0, d], &stacked.device())
+}
+
+/// The composed form in tensor operations, differentiated op by op: what the kernel is
+/// tested against.
+pub fn depth_mix_composed(
+    stacked: Tensor<3>,
+    partial: Option<Tensor<2>>,
+    q: Tensor<1>,
+    key_norm: bool,
+) -> Tensor<2> {
+    let [_, n, d] = stacked.dims();
+    let sources = match partial {
+        Some(p) => Tensor::cat(vec![stacked, p.unsqueeze()], 0),
+        None => stacked,
+    }; // [K', N, d]
+    let s = (sources.clone() * q.reshape([1, 1, d])).sum_dim(2); // [K', N, 1]
+    let z = if key_norm {
+        s * (sources.clone().square().mean_dim(2) + crate::model::norm::RMS_EPS)
+            .sqrt()
+            .recip()
+    } else {
+        s
+    };
+    let a = softmax(z, 0);
+    (sources * a).sum_dim(0).reshape([n, d])
+}
+
+#[cfg(feature = "tch")]
+#[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
+pub(super) mod tch_kernel {
+    use burn::backend::LibTorch;
+    use burn::backend::libtorch::TchTensor;
+    use burn::backend::tensor::FloatTensor;
+
+    use super::super::composed;
+    use super::super::mix_rows::{self, SourceGrads, Sources};
+    use super::super::tch_memory::{empty, floats, slice_mut};
+
+    type T = FloatTensor<LibTorch>;
+
+    /// The row kernels' view of the sources, when they apply (f32 on the CPU).
+    fn sources<'a>(stacked: &'a tch::Tensor, partial: &'a tch::Tensor) -> Option<Sources<'a>> {
+        let size = stacked.size();
+        let (n, d) = (size[1] as usize, size[2] as usize);
+        let partial = match partial.size()[0] {
+            0 => None,
+            _ => Some(floats(partial)?),
+        };
+        Some(Sources {
+            stacked: floats(stacked)?,
+            partial,
+            n,
+            d,
+        })
+    }
+
+    pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> T {
+        let (v, p, q_c) = (
+            stacked.tensor.contiguous(),
+            partial.tensor.contiguous(),
+            q.tensor.contiguous(),
+        );
+        let (Some(src), Some(qs)) = (sources(&v, &p), floats(&q_c)) else {
+            return composed::depth_mix::<LibTorch>(stacked, partial, q, key_norm);
+        };
+        let mut x = empty(&[src.n as i64, src.d as i64]);
+        mix_rows::mix_forward(src, qs, key_norm, slice_mut(&mut x));
+        TchTensor::new(x)
+    }
+
+    pub fn backward(grad: T, stacked: T, partial: T, q: T, key_norm: bool) -> (T, T, T) {
+        let (g, v, p, q_c) = (
+            grad.tensor.contiguous(),
+            stacked.tensor.contiguous(),
+            partial.tensor.contiguous(),
+            q.tensor.contiguous(),
+        );
+        let (Some(src), Some(qs), Some(gs)) = (sources(&v, &p), floats(&q_c), floats(&g)) else {
+            return composed::depth_mix_backward::<LibTorch>(grad, stacked, partial, q, key_norm);
+        };
+        let mut dv = empty(&v.size());
+        let mut dp = empty(&p.size());
+        let has_partial = src.partial.is_some();
+        let grads = SourceGrads {
+            stacked: slice_mut(&mut dv),
+            partial: has_partial.then(|| slice_mut(&mut dp)),
+        };
+        let dq = mix_rows::mix_backward(gs, src, qs, key_norm, grads);
+        let dq = tch::Tensor::from_slice(&dq);
+        (TchTensor::new(dv), TchTensor::new(dp), TchTensor::new(dq))
+    }
+}
+
+#[derive(Debug)]
+struct DepthMix;
+
+impl<B: Backend + KernelOps> Backward<B, 3> for DepthMix {
+    /// The inputs and whether the key norm applies.
+    type State = ([FloatTensor<B>; 3], bool);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let ([stacked, partial, q], key_norm) = ops.state;
+        let grad = grads.consume::<B>(&ops.node);
+        let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, key_norm);
+        for (parent, g) in ops.parents.into_iter().zip([dv, dp, dq]) {
+            if let Some(node) = parent {
+                grads.register::<B>(node.id, g);
+            }
+        }
+    }
+}
+
+/// The autodiff forward: the backend's forward, with [`DepthMix`] as its backward.
+pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
+    stacked: FloatTensor<Autodiff<B, C>>,
+    partial: FloatTensor<Autodiff<B, C>>,
+    q: FloatTensor<Autodiff<B, C>>,
+    key_norm: bool,
+) -> FloatTensor<Autodiff<B, C>> {
+    let parents = [stacked.node(), partial.node(), q.node()];
+    let inputs = [stacked, partial, q].map(|t| t.into_primitive());
+    let [stacked, partial, q] = inputs.clone();
+    let x = B::depth_mix(stacked, partial, q, key_norm);
+    match DepthMix.prepare::<C>(parents).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish((inputs, key_norm), x),
+        OpsKind::UnTracked(prep) => prep.finish(x),
+    }
+}

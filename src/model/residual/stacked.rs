@@ -1,0 +1,56 @@
+//! The stacked path of single-head, softmax Block AttnRes (and Full AttnRes, its `S = 1`
+//! case), which training and inference take whenever no probe trace is asked for: each
+//! block's completed sources are stacked once, when the block completes (`[K, N, d]`), and
+//! every mixing step is one fused operation (`kernels::mix`) over that stack and the
+//! block's partial sum, which computes the naive path's softmax in one pass over the
+//! sources instead of a dozen tensor operations, without copying the partial sum in.
+//!
+//! It reads a block's completed sources once per layer where the two-phase path
+//! (`two_phase.rs`) reads them once per block, but needs neither the phase-1 tensors nor
+//! their gradients, which the layers' slices of them zero-fill; measured, it is the
+//! faster of the two on the CPU (docs/performance.md). Multi-head and sigmoid mixing keep
+//! the two-phase path.
+
+use burn::tensor::Tensor;
+
+use super::Sublayers;
+use super::attnres::AttnRes;
+use super::two_phase::effective_query;
+use crate::model::kernels::mix::depth_mix;
+
+impl AttnRes {
+    /// Whether [`Self::forward_stacked`] applies: the two-phase path's scorers with one
+    /// head and softmax weights.
+    pub fn supports_stacked(&self) -> bool {
+        self.supports_two_phase() && self.mixes.iter().all(|m| m.heads == 1 && !m.sigmoid)
+    }
+
+    /// Equals [`AttnRes::forward_naive`] up to float rounding; needs
+    /// [`Self::supports_stacked`]. Differentiable.
+    pub fn forward_stacked(&self, e: Tensor<3>, layers: &dyn Sublayers) -> Tensor<3> {
+        let [b, t, d] = e.dims();
+        let n_layers = self.n_layers();
+        let key_norm = self.mixes[0].uses_key_norm();
+        let mix = |stacked: &Tensor<3>, partial: Option<Tensor<2>>, l: usize| {
+            let q = effective_query(&self.mixes[l]);
+            depth_mix(stacked.clone(), partial, q, key_norm).reshape([b, t, d]) // [BT, d] -> [B, T, d]
+        };
+        let mut stacked = e.reshape([1, b * t, d]); // [K = 1, BT, d]
+        for (k, &start) in self.block_starts.iter().enumerate() {
+            let end = self.block_starts.get(k + 1).copied().unwrap_or(n_layers);
+            let mut partial: Option<Tensor<2>> = None;
+            for l in start..end {
+                let x = mix(&stacked, partial.clone(), l);
+                let y = layers.apply(l, x).reshape([b * t, d]); // [BT, d]
+                partial = Some(match partial {
+                    Some(p) => p + y,
+                    None => y,
+                });
+            }
+            if let Some(p) = partial {
+                stacked = Tensor::cat(vec![stacked, p.unsqueeze()], 0); // [K + 1, BT, d]
+            }
+        }
+        mix(&stacked, None, n_layers)
+    }
+}
