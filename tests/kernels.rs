@@ -9,6 +9,7 @@ use attnres::model::kernels::attention::{causal_attention, causal_attention_comp
 use attnres::model::kernels::merge::{block_merge, block_merge_composed};
 use attnres::model::kernels::mix::{depth_mix, depth_mix_composed};
 use attnres::model::kernels::norm::rms_norm;
+use attnres::model::kernels::stack::SourceStack;
 use attnres::model::norm::rms_normalize;
 use burn::tensor::{Device, Tensor, TensorData};
 use common::*;
@@ -198,6 +199,63 @@ fn depth_mix_equals_its_composition_with_gradients() {
         per_backend.push(all);
     }
     assert_backends_agree(&per_backend, 1e-5);
+}
+
+/// Five sources `[N, d]` mixed after each push, by a stack grown in place (`in_place`) or by
+/// concatenating copies: the mixes' outputs and every source's gradient of their weighted sum.
+fn stack_mixes_and_grads(device: &Device, train: bool, in_place: bool, capacity: usize) -> Vec<Vec<f32>> {
+    let (n, d) = (37, 16);
+    let v: Vec<Tensor<2>> = (0..5)
+        .map(|i| uniform(40 + i, [n, d], device) * (1.0 + i as f32 * 0.5))
+        .map(|vi| if train { vi.require_grad() } else { vi })
+        .collect();
+    let q = |i: u64| uniform(50 + i, [d], device);
+    let mut mixes = Vec::new();
+    if in_place {
+        let mut stack = SourceStack::new(v[0].clone(), capacity);
+        for (i, vi) in v.iter().enumerate().skip(1) {
+            mixes.push(stack.mix(Some(vi.clone() * 0.5), q(i as u64), true));
+            stack.push(vi.clone());
+        }
+        mixes.push(stack.mix(None, q(0), true));
+    } else {
+        for i in 1..v.len() {
+            let stacked = Tensor::stack(v[..i].to_vec(), 0); // [i, N, d]
+            mixes.push(depth_mix(stacked, Some(v[i].clone() * 0.5), q(i as u64), true));
+        }
+        mixes.push(depth_mix(Tensor::stack(v.clone(), 0), None, q(0), true));
+    }
+    let loss = mixes
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x.clone() * uniform(60 + i as u64, [n, d], device)).sum())
+        .reduce(|a, b| a + b)
+        .unwrap();
+    let mut out: Vec<Vec<f32>> = mixes.into_iter().map(to_vec).collect();
+    if train {
+        let grads = loss.backward();
+        out.extend(v.iter().map(|vi| to_vec(vi.grad(&grads).expect("every source has a gradient"))));
+    }
+    out
+}
+
+/// Growing the stack in place (one buffer, room for all sources or for fewer, so that it
+/// moves once) changes nothing: each mix sees exactly the sources it saw when stacks were
+/// copies, and every source gets exactly the same gradient.
+#[test]
+fn source_stack_grown_in_place_equals_copied_stacks() {
+    for dev in backends() {
+        for (device, train) in [(dev.clone(), false), (dev.clone().autodiff(), true)] {
+            let copied = stack_mixes_and_grads(&device, train, false, 0);
+            for capacity in [5, 3] {
+                let grown = stack_mixes_and_grads(&device, train, true, capacity);
+                assert_eq!(grown.len(), copied.len());
+                for (i, (a, b)) in grown.iter().zip(&copied).enumerate() {
+                    assert_eq!(a, b, "{device:?} capacity {capacity}: output {i} differs");
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -152,6 +152,13 @@ impl AttnResConfig {
     pub fn two_phase(&self) -> bool {
         self.mixing == Mixing::Dynamic && self.query == QueryKind::Static && self.window.is_none()
     }
+
+    /// Whether they take the stacked path (`model::residual::stacked`), the two-phase
+    /// path's scorers with one head and softmax weights: the report's method, Full AttnRes
+    /// and the key-norm ablation.
+    pub fn stacked(&self) -> bool {
+        self.two_phase() && self.heads == 1 && self.normalize == Normalize::Softmax
+    }
 }
 
 impl ResidualConfig {

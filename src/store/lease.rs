@@ -228,7 +228,12 @@ fn claim(
         }
         let holder = match read_holder(path) {
             Ok(h) => h,
-            Err(_) if !path.exists() => continue, // released meanwhile
+            // Released or taken over meanwhile; asking `path.exists()` after the read, as
+            // before, could see a racer's new lease and report the gone one as an error.
+            Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                continue;
+            }
+            Err(_) if !path.exists() => continue,
             Err(e) => return Err(e),
         };
         if !holder.is_dead(me, SystemTime::now(), timing) {

@@ -5,7 +5,7 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 
-use super::{KernelOps, attention, composed, merge, mix, norm};
+use super::{KernelOps, attention, composed, merge, mix, norm, stack};
 
 #[cfg(feature = "tch")]
 impl KernelOps for burn::backend::LibTorch {
@@ -72,6 +72,10 @@ impl KernelOps for burn::backend::LibTorch {
         key_norm: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         mix::tch_kernel::backward(grad, stacked, partial, q, key_norm)
+    }
+
+    fn stack_push(stacked: FloatTensor<Self>, v: FloatTensor<Self>, capacity: usize) -> FloatTensor<Self> {
+        stack::tch_kernel::push(stacked, v, capacity)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -153,6 +157,10 @@ impl KernelOps for burn::backend::Flex {
         key_norm: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         composed::depth_mix_backward::<Self>(grad, stacked, partial, q, key_norm)
+    }
+
+    fn stack_push(stacked: FloatTensor<Self>, v: FloatTensor<Self>, _capacity: usize) -> FloatTensor<Self> {
+        composed::stack_push::<Self>(stacked, v)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -249,6 +257,10 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         let [grad, stacked, partial, q] = [grad, stacked, partial, q].map(|t| t.into_primitive());
         let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, key_norm);
         (Self::from_inner(dv), Self::from_inner(dp), Self::from_inner(dq))
+    }
+
+    fn stack_push(stacked: FloatTensor<Self>, v: FloatTensor<Self>, capacity: usize) -> FloatTensor<Self> {
+        stack::autodiff_forward::<B, C>(stacked, v, capacity)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -290,8 +290,14 @@ pub fn depth_mix_backward<B: Backend>(
     (dstacked, dpartial, B::float_reshape(dq, Shape::new([d])))
 }
 
+/// `[K, N, d]` and `[N, d]` -> `[K + 1, N, d]`, copied.
+pub fn stack_push<B: Backend>(stacked: FloatTensor<B>, v: FloatTensor<B>) -> FloatTensor<B> {
+    let [n, d] = v.shape().dims::<2>();
+    B::float_cat(vec![stacked, B::float_reshape(v, Shape::new([1, n, d]))], 0)
+}
+
 /// Entries `start..end` of the first dimension of a 3-d tensor.
-fn first_dim<B: Backend>(t: FloatTensor<B>, start: usize, end: usize) -> FloatTensor<B> {
+pub(super) fn first_dim<B: Backend>(t: FloatTensor<B>, start: usize, end: usize) -> FloatTensor<B> {
     let range = Slice::new(start as isize, Some(end as isize), 1);
     B::float_slice(t, &[range, Slice::from(..), Slice::from(..)])
 }

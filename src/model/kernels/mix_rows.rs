@@ -58,12 +58,13 @@ fn dots<const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
     out
 }
 
-/// Per source of one token: `s = v.q`, `u = 1/rms(v)` (1 without the key norm) and the
-/// softmax weight `a` of the logit `s u`.
+/// Per source of one token: `s = v.q`, `u = 1/rms(v)` (1 without the key norm), the
+/// softmax weight `a` of the logit `s u` and, in the backward pass, `gv = g.v`.
 struct Weights {
     s: Vec<f32>,
     u: Vec<f32>,
     a: Vec<f32>,
+    gv: Vec<f32>,
 }
 
 impl Weights {
@@ -72,15 +73,24 @@ impl Weights {
             s: vec![0.0; sources],
             u: vec![0.0; sources],
             a: vec![0.0; sources],
+            gv: vec![0.0; sources],
         }
     }
 
-    /// Fills the weights of token `r`.
-    fn of_token(&mut self, src: &Sources, r: usize, q: &[f32], key_norm: bool) {
+    /// Fills the weights of token `r` (and `gv` for its output's gradient `g`, if given) in
+    /// one pass over its sources.
+    fn of_token(&mut self, src: &Sources, r: usize, q: &[f32], key_norm: bool, g: Option<&[f32]>) {
         let mut max = f32::NEG_INFINITY;
         for k in 0..self.a.len() {
             let v = src.row(k, r);
-            let [vq, vv] = dots(v, [q, v]);
+            let [vq, vv] = match g {
+                Some(g) => {
+                    let [vq, vv, gv] = dots(v, [q, v, g]);
+                    self.gv[k] = gv;
+                    [vq, vv]
+                }
+                None => dots(v, [q, v]),
+            };
             self.s[k] = vq;
             self.u[k] = if key_norm { inv_rms_of(vv, v.len()) } else { 1.0 };
             self.a[k] = vq * self.u[k];
@@ -112,7 +122,7 @@ pub fn mix_forward(src: Sources, q: &[f32], key_norm: bool, x: &mut [f32]) {
         let mut w = Weights::new(src.count());
         for (i, x) in x.chunks_exact_mut(d).enumerate() {
             let r = task * ROWS_PER_TASK + i;
-            w.of_token(&src, r, q, key_norm);
+            w.of_token(&src, r, q, key_norm, None);
             for (x, v) in x.iter_mut().zip(src.row(0, r)) {
                 *x = w.a[0] * v;
             }
@@ -162,19 +172,14 @@ pub fn mix_backward(g: &[f32], src: Sources, q: &[f32], key_norm: bool, out: Sou
     let tasks = for_each_task(tasks, &|task, t: &mut GradTask| {
         let k_all = src.count();
         let mut w = Weights::new(k_all);
-        let mut ga = vec![0.0f32; k_all];
         for i in 0..t.dv[0].len() / d {
             let r = task * ROWS_PER_TASK + i;
             let g = &g[r * d..(r + 1) * d];
-            w.of_token(&src, r, q, key_norm);
-            let mut gx = 0.0f32;
-            for (k, ga) in ga.iter_mut().enumerate() {
-                [*ga] = dots(src.row(k, r), [g]);
-                gx += w.a[k] * *ga;
-            }
+            w.of_token(&src, r, q, key_norm, Some(g));
+            let gx: f32 = w.a.iter().zip(&w.gv).map(|(a, gv)| a * gv).sum();
             for (k, dv) in t.dv.iter_mut().enumerate() {
                 let (v, a, u) = (src.row(k, r), w.a[k], w.u[k]);
-                let dz = a * (ga[k] - gx);
+                let dz = a * (w.gv[k] - gx);
                 let along_q = dz * u;
                 let along_v = if key_norm { dz * w.s[k] * u * u * u / d as f32 } else { 0.0 };
                 let dv = &mut dv[i * d..(i + 1) * d];

@@ -20,6 +20,7 @@ pub mod norm;
 #[cfg(feature = "tch")]
 mod omp;
 mod rows;
+pub mod stack;
 #[cfg(feature = "tch")]
 mod tch_memory;
 
@@ -95,6 +96,13 @@ pub trait KernelOps: Backend {
         q: FloatTensor<Self>,
         key_norm: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// A stack of completed sources grown by one: `stacked` `[K, N, d]` and the next source
+    /// `v` `[N, d]` -> `[K + 1, N, d]`. Where the backend can (libtorch on the CPU) the result
+    /// is a view of one buffer with room for `capacity` sources, `v` written into the slot
+    /// after `stacked`'s, so that `stacked` must be the latest stack of its buffer: use it
+    /// through [`stack::SourceStack`], which pushes onto each stack once.
+    fn stack_push(stacked: FloatTensor<Self>, v: FloatTensor<Self>, capacity: usize) -> FloatTensor<Self>;
 
     /// RMSNorm with a gain over the last dimension: `x` `[N, d]`, `g` `[d]` -> `[N, d]`.
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self>;

@@ -1,9 +1,10 @@
 //! The stacked path of single-head, softmax Block AttnRes (and Full AttnRes, its `S = 1`
-//! case), which training and inference take whenever no probe trace is asked for: each
-//! block's completed sources are stacked once, when the block completes (`[K, N, d]`), and
-//! every mixing step is one fused operation (`kernels::mix`) over that stack and the
-//! block's partial sum, which computes the naive path's softmax in one pass over the
-//! sources instead of a dozen tensor operations, without copying the partial sum in.
+//! case), which training and inference take whenever no probe trace is asked for: the
+//! completed sources are kept stacked (`[K, N, d]`, `kernels::stack`), grown in place by
+//! one source as each block completes, and every mixing step is one fused operation
+//! (`kernels::mix`) over that stack and the block's partial sum, which computes the naive
+//! path's softmax in one pass over the sources instead of a dozen tensor operations,
+//! without copying the partial sum in.
 //!
 //! It reads a block's completed sources once per layer where the two-phase path
 //! (`two_phase.rs`) reads them once per block, but needs neither the phase-1 tensors nor
@@ -16,7 +17,7 @@ use burn::tensor::Tensor;
 use super::Sublayers;
 use super::attnres::AttnRes;
 use super::two_phase::effective_query;
-use crate::model::kernels::mix::depth_mix;
+use crate::model::kernels::stack::SourceStack;
 
 impl AttnRes {
     /// Whether [`Self::forward_stacked`] applies: the two-phase path's scorers with one
@@ -31,16 +32,18 @@ impl AttnRes {
         let [b, t, d] = e.dims();
         let n_layers = self.n_layers();
         let key_norm = self.mixes[0].uses_key_norm();
-        let mix = |stacked: &Tensor<3>, partial: Option<Tensor<2>>, l: usize| {
+        let mix = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize| {
             let q = effective_query(&self.mixes[l]);
-            depth_mix(stacked.clone(), partial, q, key_norm).reshape([b, t, d]) // [BT, d] -> [B, T, d]
+            sources.mix(partial, q, key_norm).reshape([b, t, d]) // [BT, d] -> [B, T, d]
         };
-        let mut stacked = e.reshape([1, b * t, d]); // [K = 1, BT, d]
+        // The embedding and every block's output.
+        let completed = 1 + self.block_starts.len();
+        let mut sources = SourceStack::new(e.reshape([b * t, d]), completed); // [K = 1, BT, d]
         for (k, &start) in self.block_starts.iter().enumerate() {
             let end = self.block_starts.get(k + 1).copied().unwrap_or(n_layers);
             let mut partial: Option<Tensor<2>> = None;
             for l in start..end {
-                let x = mix(&stacked, partial.clone(), l);
+                let x = mix(&sources, partial.clone(), l);
                 let y = layers.apply(l, x).reshape([b * t, d]); // [BT, d]
                 partial = Some(match partial {
                     Some(p) => p + y,
@@ -48,9 +51,9 @@ impl AttnRes {
                 });
             }
             if let Some(p) = partial {
-                stacked = Tensor::cat(vec![stacked, p.unsqueeze()], 0); // [K + 1, BT, d]
+                sources.push(p); // [K + 1, BT, d]
             }
         }
-        mix(&stacked, None, n_layers)
+        mix(&sources, None, n_layers)
     }
 }
