@@ -38,7 +38,10 @@ fn assert_backends_agree(per_backend: &[Vec<Vec<f32>>], tol: f32) {
         for (a, b) in per_backend[0].iter().zip(other) {
             let diff = max_abs_diff(a, b);
             let scale = a.iter().fold(1.0f32, |m, x| m.max(x.abs()));
-            assert!(diff < tol * scale, "backends differ by {diff} (largest entry {scale})");
+            assert!(
+                diff < tol * scale,
+                "backends differ by {diff} (largest entry {scale})"
+            );
         }
     }
 }
@@ -169,7 +172,10 @@ fn mix_and_grads(f: Mix, device: &Device, with_partial: bool, key_norm: bool) ->
     if with_partial {
         out.push(to_vec(partial.grad(&grads).unwrap()));
     } else {
-        assert!(partial.grad(&grads).is_none(), "an unused partial sum got a gradient");
+        assert!(
+            partial.grad(&grads).is_none(),
+            "an unused partial sum got a gradient"
+        );
     }
     out.push(to_vec(q.grad(&grads).unwrap()));
     out
@@ -203,7 +209,12 @@ fn depth_mix_equals_its_composition_with_gradients() {
 
 /// Five sources `[N, d]` mixed after each push, by a stack grown in place (`in_place`) or by
 /// concatenating copies: the mixes' outputs and every source's gradient of their weighted sum.
-fn stack_mixes_and_grads(device: &Device, train: bool, in_place: bool, capacity: usize) -> Vec<Vec<f32>> {
+fn stack_mixes_and_grads(
+    device: &Device,
+    train: bool,
+    in_place: bool,
+    capacity: usize,
+) -> Vec<Vec<f32>> {
     let (n, d) = (37, 16);
     let v: Vec<Tensor<2>> = (0..5)
         .map(|i| uniform(40 + i, [n, d], device) * (1.0 + i as f32 * 0.5))
@@ -221,7 +232,12 @@ fn stack_mixes_and_grads(device: &Device, train: bool, in_place: bool, capacity:
     } else {
         for i in 1..v.len() {
             let stacked = Tensor::stack(v[..i].to_vec(), 0); // [i, N, d]
-            mixes.push(depth_mix(stacked, Some(v[i].clone() * 0.5), q(i as u64), true));
+            mixes.push(depth_mix(
+                stacked,
+                Some(v[i].clone() * 0.5),
+                q(i as u64),
+                true,
+            ));
         }
         mixes.push(depth_mix(Tensor::stack(v.clone(), 0), None, q(0), true));
     }
@@ -234,7 +250,10 @@ fn stack_mixes_and_grads(device: &Device, train: bool, in_place: bool, capacity:
     let mut out: Vec<Vec<f32>> = mixes.into_iter().map(to_vec).collect();
     if train {
         let grads = loss.backward();
-        out.extend(v.iter().map(|vi| to_vec(vi.grad(&grads).expect("every source has a gradient"))));
+        out.extend(
+            v.iter()
+                .map(|vi| to_vec(vi.grad(&grads).expect("every source has a gradient"))),
+        );
     }
     out
 }

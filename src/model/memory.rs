@@ -48,20 +48,34 @@ fn block_elements(c: &ModelConfig) -> f64 {
 
 /// f32 elements per token the residual family keeps beyond the baseline's stream.
 ///
-/// AttnRes on its two-phase path holds every source (`2 d` each with its gradient's
-/// bookkeeping), the completed sources each block's batched weighted sum stacks (`d` per
-/// stacked source), and about `3 d` per layer for the partial sum's merge. On the naive path
-/// (the ablations it cannot batch) it holds every source and its normalised key, a
-/// re-normalised partial per layer and `2 d` per (mixing step, source) pair. Measured by
-/// `attnres bench` at d 256, 8 blocks, 8 x 256 tokens: Full 0.45 GB and Block S = 4 0.17 GB
-/// over the baseline on the two-phase path (estimate 0.50 and 0.16 GB); 0.75 and 0.30 GB on
-/// the naive one. Full's memory grows as `L^2`, Block's as `N^2`. DenseFormer holds the
-/// embedding and every block output.
+/// AttnRes on its stacked path (single-head softmax: the method, Full, the key-norm
+/// ablation) keeps one stack of the completed sources, `N + 1` slots (the embedding and the
+/// blocks' outputs), and in the backward pass up to two gradient stacks of that size in
+/// flight, freshly allocated at every layer: `6 d` per slot with the allocator's slack for
+/// buffers of changing sizes, set above `attnres bench`'s measured peaks (d 256, 8 x 256
+/// tokens; extra over the baseline, Full 59, 191, 320 MB and Block S = 4 36, 62, 150 MB at
+/// 4, 8, 16 blocks; estimate 113, 220, 410 and 63, 120, 210 MB). Each layer after its
+/// block's first keeps its partial sum, and its gradient, `2 d`. Both grow as `L` for Full
+/// and as `N + L` for Block: every layer's partial sum is an input of its mixing step.
+///
+/// On its two-phase path (multi-head and sigmoid mixing) it holds every source (`2 d` each
+/// with its gradient's bookkeeping), the completed sources each block's batched weighted
+/// sum stacks (`d` per stacked source), and about `3 d` per layer for the partial sum's
+/// merge. On the naive path (the ablations it cannot batch) it holds every source and its
+/// normalised key, a re-normalised partial per layer and `2 d` per (mixing step, source)
+/// pair. Measured by `attnres bench` at d 256, 8 blocks, 8 x 256 tokens, before the stacked
+/// path: Full 0.45 GB and Block S = 4 0.17 GB over the baseline on the two-phase path
+/// (estimate 0.50 and 0.16 GB); 0.75 and 0.30 GB on the naive one. There Full's memory
+/// grows as `L^2`, Block's as `N^2`. DenseFormer holds the embedding and every block output.
 fn residual_elements(c: &ModelConfig) -> f64 {
     let d = c.d_model as f64;
     let layers = c.n_layers() as f64;
     match &c.residual {
         ResidualConfig::Baseline => 0.0,
+        ResidualConfig::AttnRes(a) if a.stacked() => {
+            let blocks = a.block_lengths(c.n_layers()).len() as f64;
+            d * (6.0 * (blocks + 1.0) + 2.0 * (layers - blocks))
+        }
         ResidualConfig::AttnRes(a) if a.two_phase() => {
             let stacked = two_phase_stacked_sources(a.block_lengths(c.n_layers()).len()) as f64;
             d * (2.0 * peak_stream_vectors(c) as f64 + stacked + 3.0 * layers)
@@ -139,8 +153,8 @@ mod tests {
         assert_eq!(half.activations, two.activations / 2.0);
     }
 
-    /// Full AttnRes keeps O(L^2 d) per token (every step stacks every source), Block
-    /// O(N^2 d + L d): Full grows faster with depth.
+    /// Full AttnRes keeps every layer's output in its stack, Block only its blocks' (and a
+    /// partial sum per layer): Full's extra memory grows faster with depth.
     #[test]
     fn full_attnres_memory_grows_faster_with_depth_than_block() {
         let extra = |r: ResidualConfig, n: usize| {

@@ -74,7 +74,11 @@ impl KernelOps for burn::backend::LibTorch {
         mix::tch_kernel::backward(grad, stacked, partial, q, key_norm)
     }
 
-    fn stack_push(stacked: FloatTensor<Self>, v: FloatTensor<Self>, capacity: usize) -> FloatTensor<Self> {
+    fn stack_push(
+        stacked: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        capacity: usize,
+    ) -> FloatTensor<Self> {
         stack::tch_kernel::push(stacked, v, capacity)
     }
 
@@ -159,7 +163,11 @@ impl KernelOps for burn::backend::Flex {
         composed::depth_mix_backward::<Self>(grad, stacked, partial, q, key_norm)
     }
 
-    fn stack_push(stacked: FloatTensor<Self>, v: FloatTensor<Self>, _capacity: usize) -> FloatTensor<Self> {
+    fn stack_push(
+        stacked: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        _capacity: usize,
+    ) -> FloatTensor<Self> {
         composed::stack_push::<Self>(stacked, v)
     }
 
@@ -256,10 +264,18 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [grad, stacked, partial, q] = [grad, stacked, partial, q].map(|t| t.into_primitive());
         let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, key_norm);
-        (Self::from_inner(dv), Self::from_inner(dp), Self::from_inner(dq))
+        (
+            Self::from_inner(dv),
+            Self::from_inner(dp),
+            Self::from_inner(dq),
+        )
     }
 
-    fn stack_push(stacked: FloatTensor<Self>, v: FloatTensor<Self>, capacity: usize) -> FloatTensor<Self> {
+    fn stack_push(
+        stacked: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        capacity: usize,
+    ) -> FloatTensor<Self> {
         stack::autodiff_forward::<B, C>(stacked, v, capacity)
     }
 

@@ -211,7 +211,12 @@ struct Mix<B: Backend> {
 }
 
 impl<B: Backend> Mix<B> {
-    fn new(stacked: FloatTensor<B>, partial: FloatTensor<B>, q: FloatTensor<B>, key_norm: bool) -> Self {
+    fn new(
+        stacked: FloatTensor<B>,
+        partial: FloatTensor<B>,
+        q: FloatTensor<B>,
+        key_norm: bool,
+    ) -> Self {
         let [completed, n, d] = stacked.shape().dims::<3>();
         let sources = if partial.shape().dims::<2>()[0] == 0 {
             stacked
@@ -276,16 +281,25 @@ pub fn depth_mix_backward<B: Backend>(
     let mut dv = B::float_add(B::float_mul(m.a, g), B::float_mul(along_q.clone(), q3));
     if key_norm {
         let u3 = B::float_mul(B::float_mul(m.u.clone(), m.u.clone()), m.u);
-        let along_v = B::float_mul_scalar(B::float_mul(B::float_mul(dz, m.s), u3), (1.0 / d as f64).into());
+        let along_v = B::float_mul_scalar(
+            B::float_mul(B::float_mul(dz, m.s), u3),
+            (1.0 / d as f64).into(),
+        );
         dv = B::float_sub(dv, B::float_mul(along_v, m.sources.clone()));
     }
     let dq = B::float_sum_dim(B::float_sum_dim(B::float_mul(along_q, m.sources), 0), 1); // [1, 1, d]
     let k = m.completed;
     let (dstacked, dpartial) = if partial_shape.dims::<2>()[0] == 0 {
-        (dv.clone(), B::float_zeros(partial_shape, &dv.device(), dv.dtype().into()))
+        (
+            dv.clone(),
+            B::float_zeros(partial_shape, &dv.device(), dv.dtype().into()),
+        )
     } else {
         let dp = first_dim::<B>(dv.clone(), k, k + 1);
-        (first_dim::<B>(dv, 0, k), B::float_reshape(dp, Shape::new([n, d])))
+        (
+            first_dim::<B>(dv, 0, k),
+            B::float_reshape(dp, Shape::new([n, d])),
+        )
     };
     (dstacked, dpartial, B::float_reshape(dq, Shape::new([d])))
 }

@@ -92,7 +92,11 @@ impl Weights {
                 None => dots(v, [q, v]),
             };
             self.s[k] = vq;
-            self.u[k] = if key_norm { inv_rms_of(vv, v.len()) } else { 1.0 };
+            self.u[k] = if key_norm {
+                inv_rms_of(vv, v.len())
+            } else {
+                1.0
+            };
             self.a[k] = vq * self.u[k];
             max = max.max(self.a[k]);
         }
@@ -153,7 +157,13 @@ struct GradTask<'a> {
 /// `z_k = s_k u_k`: `dz_k = a_k (g.v_k - g.x)`, `dv_k = a_k g + dz_k u_k q - dz_k s_k u_k^3
 /// v_k / d` (the last term from the key norm), `dq = sum dz_k u_k v_k`, summed per task of
 /// rows and the tasks' sums then in task order (the same whatever the threads).
-pub fn mix_backward(g: &[f32], src: Sources, q: &[f32], key_norm: bool, out: SourceGrads) -> Vec<f32> {
+pub fn mix_backward(
+    g: &[f32],
+    src: Sources,
+    q: &[f32],
+    key_norm: bool,
+    out: SourceGrads,
+) -> Vec<f32> {
     let (d, n) = (src.d, src.n);
     let rows = d * ROWS_PER_TASK;
     // Each source's gradient cut into the tasks' rows: `slabs[k][task]`.
@@ -165,7 +175,10 @@ pub fn mix_backward(g: &[f32], src: Sources, q: &[f32], key_norm: bool, out: Sou
     slabs.extend(out.partial.map(|p| p.chunks_mut(rows)));
     let tasks: Vec<GradTask> = (0..n.div_ceil(ROWS_PER_TASK))
         .map(|_| GradTask {
-            dv: slabs.iter_mut().map(|s| s.next().expect("one chunk a task")).collect(),
+            dv: slabs
+                .iter_mut()
+                .map(|s| s.next().expect("one chunk a task"))
+                .collect(),
             dq: vec![0.0; d],
         })
         .collect();
@@ -181,7 +194,11 @@ pub fn mix_backward(g: &[f32], src: Sources, q: &[f32], key_norm: bool, out: Sou
                 let (v, a, u) = (src.row(k, r), w.a[k], w.u[k]);
                 let dz = a * (w.gv[k] - gx);
                 let along_q = dz * u;
-                let along_v = if key_norm { dz * w.s[k] * u * u * u / d as f32 } else { 0.0 };
+                let along_v = if key_norm {
+                    dz * w.s[k] * u * u * u / d as f32
+                } else {
+                    0.0
+                };
                 let dv = &mut dv[i * d..(i + 1) * d];
                 for c in 0..d {
                     dv[c] = a * g[c] + along_q * q[c] - along_v * v[c];

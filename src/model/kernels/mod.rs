@@ -102,7 +102,11 @@ pub trait KernelOps: Backend {
     /// is a view of one buffer with room for `capacity` sources, `v` written into the slot
     /// after `stacked`'s, so that `stacked` must be the latest stack of its buffer: use it
     /// through [`stack::SourceStack`], which pushes onto each stack once.
-    fn stack_push(stacked: FloatTensor<Self>, v: FloatTensor<Self>, capacity: usize) -> FloatTensor<Self>;
+    fn stack_push(
+        stacked: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        capacity: usize,
+    ) -> FloatTensor<Self>;
 
     /// RMSNorm with a gain over the last dimension: `x` `[N, d]`, `g` `[d]` -> `[N, d]`.
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self>;

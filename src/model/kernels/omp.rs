@@ -121,7 +121,11 @@ mod tests {
 
     #[test]
     fn every_task_runs_once_with_its_own_state() {
-        let out = for_each_task((0..37).map(|i| (i, 0)).collect(), &|task, s: &mut (usize, usize)| {
+        let out = for_each_task((0..37).map(|i| (i, 0)).collect(), &|task,
+                                                                     s: &mut (
+            usize,
+            usize,
+        )| {
             assert_eq!(task, s.0);
             s.1 += task * task;
         });

@@ -72,7 +72,10 @@ pub(super) mod tch_kernel {
         if k > 0 && stacked.tensor.is_contiguous() {
             // The same first element (no offset given); libtorch refuses a view past the
             // end of its storage, and then the buffer has no room.
-            if let Ok(grown) = stacked.tensor.f_as_strided([k + 1, n, d], [n * d, d, 1], None) {
+            if let Ok(grown) = stacked
+                .tensor
+                .f_as_strided([k + 1, n, d], [n * d, d, 1], None)
+            {
                 grown.narrow(0, k, 1).copy_(&v_row);
                 return TchTensor::partial(grown, stacked.storage.clone());
             }

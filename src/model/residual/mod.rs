@@ -9,8 +9,8 @@ mod denseformer;
 mod hc;
 mod mhc;
 mod mhc_lite;
-mod streams;
 mod stacked;
+mod streams;
 mod two_phase;
 
 pub use attnres::{AttnRes, DepthMix, Scorer};
