@@ -46,6 +46,27 @@ fn assert_backends_agree(per_backend: &[Vec<Vec<f32>>], tol: f32) {
     }
 }
 
+/// A fused operation's outputs (value, then gradients) equal its composition's within `tol`
+/// times each output's largest entry (or `tol` where every entry is below 1); `case` names
+/// the case and `names` the outputs in the message.
+fn assert_matches_composition(
+    fused: &[Vec<f32>],
+    composed: &[Vec<f32>],
+    names: &[&str],
+    case: &str,
+) {
+    assert_eq!(fused.len(), composed.len(), "{case}: number of outputs");
+    for (i, (a, b)) in fused.iter().zip(composed).enumerate() {
+        let diff = max_abs_diff(a, b);
+        let scale = b.iter().fold(1.0f32, |m, x| m.max(x.abs()));
+        let name = names.get(i).copied().unwrap_or("output");
+        assert!(
+            diff < 1e-6 * scale,
+            "{case} {name} ({i}): max abs difference {diff} (largest entry {scale})"
+        );
+    }
+}
+
 /// `f(q, k, v)` and the gradients of `sum(f * w)` for a fixed random `w`.
 fn value_and_grads(
     f: fn(Tensor<4>, Tensor<4>, Tensor<4>) -> Tensor<4>,
@@ -124,15 +145,8 @@ fn block_merge_equals_its_composition_with_gradients() {
         for (heads, key_norm) in [(1, true), (1, false), (2, true)] {
             let fused = merge_and_grads(block_merge, &train, heads, key_norm);
             let composed = merge_and_grads(block_merge_composed, &train, heads, key_norm);
-            for (i, name) in ["x", "dp", "do1", "dq", "dlse"].iter().enumerate() {
-                let diff = max_abs_diff(&fused[i], &composed[i]);
-                let scale = composed[i].iter().fold(1.0f32, |m, x| m.max(x.abs()));
-                assert!(
-                    diff < 1e-6 * scale,
-                    "{dev:?} heads {heads} key norm {key_norm} {name}: max abs difference \
-                     {diff} (largest entry {scale})"
-                );
-            }
+            let case = format!("{dev:?} heads {heads} key norm {key_norm}");
+            assert_matches_composition(&fused, &composed, &["x", "dp", "do1", "dq", "dlse"], &case);
             // Only step 1 of the phase-1 tensors was read, so only it has a gradient.
             let do1 = &fused[2];
             let (n, d) = (67, 24);
@@ -190,16 +204,8 @@ fn depth_mix_equals_its_composition_with_gradients() {
         for (with_partial, key_norm) in [(true, true), (false, true), (true, false)] {
             let fused = mix_and_grads(depth_mix, &train, with_partial, key_norm);
             let composed = mix_and_grads(depth_mix_composed, &train, with_partial, key_norm);
-            assert_eq!(fused.len(), composed.len());
-            for (i, (a, b)) in fused.iter().zip(&composed).enumerate() {
-                let diff = max_abs_diff(a, b);
-                let scale = b.iter().fold(1.0f32, |m, x| m.max(x.abs()));
-                assert!(
-                    diff < 1e-6 * scale,
-                    "{dev:?} partial {with_partial} key norm {key_norm}, output {i}: max abs \
-                     difference {diff} (largest entry {scale})"
-                );
-            }
+            let case = format!("{dev:?} partial {with_partial} key norm {key_norm}");
+            assert_matches_composition(&fused, &composed, &[], &case);
             all.extend(fused);
         }
         per_backend.push(all);
@@ -298,14 +304,7 @@ fn rms_norm_equals_its_composition_with_gradients() {
             ]
         };
         let (fused, composed) = (run(true), run(false));
-        for (i, name) in ["y", "dx", "dg"].iter().enumerate() {
-            let diff = max_abs_diff(&fused[i], &composed[i]);
-            let scale = composed[i].iter().fold(1.0f32, |m, x| m.max(x.abs()));
-            assert!(
-                diff < 1e-6 * scale,
-                "{dev:?} {name}: max abs difference {diff} (largest {scale})"
-            );
-        }
+        assert_matches_composition(&fused, &composed, &["y", "dx", "dg"], &format!("{dev:?}"));
         per_backend.push(fused.to_vec());
     }
     assert_backends_agree(&per_backend, 1e-5);
