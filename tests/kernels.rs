@@ -46,8 +46,8 @@ fn assert_backends_agree(per_backend: &[Vec<Vec<f32>>], tol: f32) {
     }
 }
 
-/// A fused operation's outputs (value, then gradients) equal its composition's within `tol`
-/// times each output's largest entry (or `tol` where every entry is below 1); `case` names
+/// A fused operation's outputs (value, then gradients) equal its composition's within 1e-6
+/// times each output's largest entry (or 1e-6 where every entry is below 1); `case` names
 /// the case and `names` the outputs in the message.
 fn assert_matches_composition(
     fused: &[Vec<f32>],

@@ -1,9 +1,9 @@
 //! One AttnRes mixing step as one operation (SPEC section 3, docs/performance.md): the
 //! softmax over a layer's sources of their pseudo-query logits, and the weighted sum, for a
 //! single head. The sources come as the completed sources kept stacked `[K, N, d]`
-//! (`kernels::stack`) and the block's partial sum `[N, d]` beside them (not copied in). Composed, a step is a
-//! dozen kernels forward and twenty backward; fused, one pass over the sources each way, by
-//! `mix_rows` on the CPU in f32.
+//! (`kernels::stack`) and the block's partial sum `[N, d]` beside them (not copied in).
+//! Composed, a step is a dozen kernels forward and twenty backward; fused, one pass over the
+//! sources each way, by `mix_rows` on the CPU in f32.
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};

@@ -121,11 +121,9 @@ mod tests {
 
     #[test]
     fn every_task_runs_once_with_its_own_state() {
-        let out = for_each_task((0..37).map(|i| (i, 0)).collect(), &|task,
-                                                                     s: &mut (
-            usize,
-            usize,
-        )| {
+        // (task, sum of squares) per task.
+        let states: Vec<(usize, usize)> = (0..37).map(|i| (i, 0)).collect();
+        let out = for_each_task(states, &|task, s: &mut (usize, usize)| {
             assert_eq!(task, s.0);
             s.1 += task * task;
         });

@@ -1,8 +1,9 @@
-//! A block's completed sources kept stacked `[K, N, d]` as the blocks complete, for the
-//! mixing steps of `kernels::mix`: grown by one source per block in place, inside one buffer
-//! with room for all of them, instead of copied into a new stack every time (SPEC section 3,
-//! docs/performance.md). Copying made Full AttnRes, which grows its stack at every layer,
-//! write and keep `O(L^2)` sources' worth of memory a step where it needs `O(L)`.
+//! A forward pass's completed sources (the embedding, then each block's output) kept
+//! stacked `[K, N, d]`, for the mixing steps of `kernels::mix`: grown by one source per block
+//! in place, inside one buffer with room for all of them, instead of copied into a new stack
+//! every time (SPEC section 3, docs/performance.md). Copying made Full AttnRes, which grows
+//! its stack at every layer, write and keep `O(L^2)` sources' worth of memory a step where
+//! it needs `O(L)`.
 //!
 //! The buffer's slots past a stack's are free for the next push, so every stack may be
 //! pushed onto once; [`SourceStack`] owns the latest stack and is the only way in.
