@@ -9,7 +9,9 @@ use attnres::model::kernels::attention::{causal_attention, causal_attention_comp
 use attnres::model::kernels::merge::{block_merge, block_merge_composed};
 use attnres::model::kernels::mix::{depth_mix, depth_mix_composed};
 use attnres::model::kernels::norm::rms_norm;
+use attnres::model::kernels::rotary::{rotary, rotary_composed};
 use attnres::model::kernels::stack::SourceStack;
+use attnres::model::kernels::swiglu::{swiglu, swiglu_composed};
 use attnres::model::norm::rms_normalize;
 use burn::tensor::{Device, Tensor, TensorData};
 use common::*;
@@ -281,6 +283,75 @@ fn source_stack_grown_in_place_equals_copied_stacks() {
             }
         }
     }
+}
+
+/// Rotary embedding of `[B = 2, T = 5, H = 3, hd]` queries by tables of 5 positions: the
+/// output and the gradient of `sum(y * w)`, with `rotate` the fused or the composed form.
+fn rotary_and_grad(
+    rotate: fn(Tensor<4>, Tensor<2>, Tensor<2>) -> Tensor<4>,
+    device: &Device,
+    hd: usize,
+) -> Vec<Vec<f32>> {
+    let shape = [2, 5, 3, hd];
+    let x = uniform(70, shape, device).require_grad();
+    let (cos, sin) = (uniform(71, [5, hd], device), uniform(72, [5, hd], device));
+    let y = rotate(x.clone(), cos, sin);
+    let grads = (y.clone() * uniform(73, shape, device)).sum().backward();
+    vec![to_vec(y), to_vec(x.grad(&grads).expect("x has a gradient"))]
+}
+
+/// The fused rotary embedding computes the composition's products and sums in its order, so
+/// it equals it bit for bit, forward and backward (what keeps the committed reference runs
+/// reproducible), on every backend; the backends agree.
+#[test]
+fn rotary_equals_its_composition_bit_for_bit() {
+    let mut per_backend = Vec::new();
+    for dev in backends() {
+        let train = dev.clone().autodiff();
+        let mut all = Vec::new();
+        for hd in [2, 8, 32] {
+            let fused = rotary_and_grad(rotary, &train, hd);
+            let composed = rotary_and_grad(rotary_composed, &train, hd);
+            assert_eq!(
+                fused, composed,
+                "{dev:?} hd {hd}: fused and composed differ"
+            );
+            all.extend(fused);
+        }
+        per_backend.push(all);
+    }
+    assert_backends_agree(&per_backend, 1e-6);
+}
+
+/// `silu(a) b` of `[2, 7, 40]` gates and values (`gate` the fused or the composed form): the
+/// output and the gradients of `sum(y * w)` for both inputs.
+fn swiglu_and_grads(gate: fn(Tensor<3>, Tensor<3>) -> Tensor<3>, device: &Device) -> Vec<Vec<f32>> {
+    let shape = [2, 7, 40];
+    let a = (uniform(80, shape, device) * 3.0).require_grad();
+    let b = uniform(81, shape, device).require_grad();
+    let y = gate(a.clone(), b.clone());
+    let grads = (y.clone() * uniform(82, shape, device)).sum().backward();
+    vec![
+        to_vec(y),
+        to_vec(a.grad(&grads).expect("a has a gradient")),
+        to_vec(b.grad(&grads).expect("b has a gradient")),
+    ]
+}
+
+/// The fused SwiGLU gating computes the composition's products and sums in its order (with
+/// the same sigmoid), so it equals it bit for bit, forward and backward, on every backend;
+/// the backends agree.
+#[test]
+fn swiglu_equals_its_composition_bit_for_bit() {
+    let mut per_backend = Vec::new();
+    for dev in backends() {
+        let train = dev.clone().autodiff();
+        let fused = swiglu_and_grads(swiglu, &train);
+        let composed = swiglu_and_grads(swiglu_composed, &train);
+        assert_eq!(fused, composed, "{dev:?}: fused and composed differ");
+        per_backend.push(fused);
+    }
+    assert_backends_agree(&per_backend, 1e-5);
 }
 
 #[test]

@@ -58,12 +58,11 @@ impl Attention {
         let heads = |w: &Param<Tensor<2>>| {
             x.clone()
                 .matmul(w.val().unsqueeze()) // [B, T, d]
-                .reshape([b, t, h, hd])
-                .swap_dims(1, 2) // [B, H, T, hd]
+                .reshape([b, t, h, hd]) // [B, T, H, hd]
         };
-        let q = rope.apply(heads(&self.wq));
-        let k = rope.apply(heads(&self.wk));
-        let own = heads(&self.wv);
+        let q = rope.apply(heads(&self.wq)).swap_dims(1, 2); // [B, H, T, hd]
+        let k = rope.apply(heads(&self.wk)).swap_dims(1, 2);
+        let own = heads(&self.wv).swap_dims(1, 2);
         let v = match (&self.value_mix, first) {
             (Some(mix), Some(first)) => {
                 let mix = mix.val();

@@ -39,11 +39,12 @@ impl MemoryEstimate {
 /// f32 elements per token one Transformer block keeps for the backward pass:
 /// attention `12 d` (norm in and out, q k v, rotated q k, context, its copy, output, the
 /// residual sum), the log-sum-exp of each head's query `H`, SwiGLU
-/// `2 d + 5 h` (norm in and out, gate, up, the sigmoid and SiLU of the gate, their product).
+/// `2 d + 4 h` (norm in and out, gate, up, the gate's sigmoid, which the fused gating keeps
+/// for its backward, and the product).
 fn block_elements(c: &ModelConfig) -> f64 {
     let (d, h) = (c.d_model as f64, c.ff_hidden() as f64);
     let lse = c.n_heads as f64;
-    12.0 * d + lse + 2.0 * d + 5.0 * h
+    12.0 * d + lse + 2.0 * d + 4.0 * h
 }
 
 /// f32 elements per token the residual family keeps beyond the baseline's stream.
@@ -57,6 +58,8 @@ fn block_elements(c: &ModelConfig) -> f64 {
 /// 4, 8, 16 blocks; estimate 113, 220, 410 and 63, 120, 210 MB). Each layer after its
 /// block's first keeps its partial sum, and its gradient, `2 d`. Both grow as `L` for Full
 /// and as `N + L` for Block: every layer's partial sum is an input of its mixing step.
+/// Each mixing step also keeps its softmax weights for the backward, 3 floats per (step,
+/// source) pair: `L^2` pairs for Full, but a few floats against `d`.
 ///
 /// On its two-phase path (multi-head and sigmoid mixing) it holds every source (`2 d` each
 /// with its gradient's bookkeeping), the completed sources each block's batched weighted
@@ -74,7 +77,8 @@ fn residual_elements(c: &ModelConfig) -> f64 {
         ResidualConfig::Baseline => 0.0,
         ResidualConfig::AttnRes(a) if a.stacked() => {
             let blocks = a.block_lengths(c.n_layers()).len() as f64;
-            d * (6.0 * (blocks + 1.0) + 2.0 * (layers - blocks))
+            let pairs: usize = depth_source_counts(c).iter().sum();
+            d * (6.0 * (blocks + 1.0) + 2.0 * (layers - blocks)) + 3.0 * pairs as f64
         }
         ResidualConfig::AttnRes(a) if a.two_phase() => {
             let stacked = two_phase_stacked_sources(a.block_lengths(c.n_layers()).len()) as f64;

@@ -1,8 +1,8 @@
 //! SwiGLU feed-forward block with no biases (SPEC section 7).
 
+use super::kernels::swiglu::swiglu;
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
-use burn::tensor::activation::silu;
 
 use super::init::Init;
 
@@ -26,8 +26,8 @@ impl Mlp {
 
     /// `x`: `[B, T, d]` -> `[B, T, d]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let gate = silu(x.clone().matmul(self.w_gate.val().unsqueeze())); // [B, T, h]
+        let gate = x.clone().matmul(self.w_gate.val().unsqueeze()); // [B, T, h]
         let up = x.matmul(self.w_up.val().unsqueeze()); // [B, T, h]
-        (gate * up).matmul(self.w_down.val().unsqueeze()) // [B, T, d]
+        swiglu(gate, up).matmul(self.w_down.val().unsqueeze()) // [B, T, d]
     }
 }

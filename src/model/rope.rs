@@ -3,6 +3,8 @@
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 
+use super::kernels::rotary::rotary;
+
 pub const ROPE_BASE: f64 = 10_000.0;
 
 /// Precomputed cos/sin tables of shape `[T, head_dim]` (each half repeated).
@@ -33,15 +35,12 @@ impl Rope {
         }
     }
 
-    /// Rotates `x` of shape `[B, H, T, hd]`: `x * cos + rotate_half(x) * sin`.
+    /// Rotates `x` of shape `[B, T, H, hd]`: `x * cos + rotate_half(x) * sin`, as one
+    /// operation (`kernels::rotary`).
     pub fn apply(&self, x: Tensor<4>) -> Tensor<4> {
-        let [_, _, t, hd] = x.dims();
-        let cos = self.cos.clone().narrow(0, 0, t).unsqueeze::<4>(); // [1, 1, T, hd]
-        let sin = self.sin.clone().narrow(0, 0, t).unsqueeze::<4>(); // [1, 1, T, hd]
-        let half = hd / 2;
-        let x1 = x.clone().narrow(3, 0, half);
-        let x2 = x.clone().narrow(3, half, half);
-        let rotated = Tensor::cat(vec![x2.neg(), x1], 3); // [B, H, T, hd]
-        x * cos + rotated * sin
+        let t = x.dims()[1];
+        let cos = self.cos.clone().narrow(0, 0, t); // [T, hd]
+        let sin = self.sin.clone().narrow(0, 0, t);
+        rotary(x, cos, sin)
     }
 }

@@ -5,7 +5,7 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 
-use super::{KernelOps, attention, composed, merge, mix, norm, stack};
+use super::{KernelOps, attention, composed, merge, mix, norm, rotary, stack, swiglu};
 
 #[cfg(feature = "tch")]
 impl KernelOps for burn::backend::LibTorch {
@@ -60,7 +60,7 @@ impl KernelOps for burn::backend::LibTorch {
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
         key_norm: bool,
-    ) -> FloatTensor<Self> {
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         mix::tch_kernel::forward(stacked, partial, q, key_norm)
     }
 
@@ -69,9 +69,10 @@ impl KernelOps for burn::backend::LibTorch {
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
         key_norm: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        mix::tch_kernel::backward(grad, stacked, partial, q, key_norm)
+        mix::tch_kernel::backward(grad, stacked, partial, q, saved, key_norm)
     }
 
     fn stack_push(
@@ -80,6 +81,38 @@ impl KernelOps for burn::backend::LibTorch {
         capacity: usize,
     ) -> FloatTensor<Self> {
         stack::tch_kernel::push(stacked, v, capacity)
+    }
+
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        rotary::tch_kernel::forward(x, cos, sin)
+    }
+
+    fn rotary_backward(
+        grad: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        rotary::tch_kernel::backward(grad, cos, sin)
+    }
+
+    fn swiglu(
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        swiglu::tch_kernel::forward(a, b)
+    }
+
+    fn swiglu_backward(
+        grad: FloatTensor<Self>,
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        s: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        swiglu::tch_kernel::backward(grad, a, b, s)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -149,7 +182,7 @@ impl KernelOps for burn::backend::Flex {
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
         key_norm: bool,
-    ) -> FloatTensor<Self> {
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         composed::depth_mix::<Self>(stacked, partial, q, key_norm)
     }
 
@@ -158,6 +191,7 @@ impl KernelOps for burn::backend::Flex {
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
+        _saved: FloatTensor<Self>,
         key_norm: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         composed::depth_mix_backward::<Self>(grad, stacked, partial, q, key_norm)
@@ -169,6 +203,38 @@ impl KernelOps for burn::backend::Flex {
         _capacity: usize,
     ) -> FloatTensor<Self> {
         composed::stack_push::<Self>(stacked, v)
+    }
+
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        composed::rotary::<Self>(x, cos, sin)
+    }
+
+    fn rotary_backward(
+        grad: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        composed::rotary_backward::<Self>(grad, cos, sin)
+    }
+
+    fn swiglu(
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed::swiglu::<Self>(a, b)
+    }
+
+    fn swiglu_backward(
+        grad: FloatTensor<Self>,
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        s: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed::swiglu_backward::<Self>(grad, a, b, s)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -250,7 +316,7 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
         key_norm: bool,
-    ) -> FloatTensor<Self> {
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         mix::autodiff_forward::<B, C>(stacked, partial, q, key_norm)
     }
 
@@ -260,10 +326,12 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
         key_norm: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let [grad, stacked, partial, q] = [grad, stacked, partial, q].map(|t| t.into_primitive());
-        let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, key_norm);
+        let inner = [grad, stacked, partial, q, saved].map(|t| t.into_primitive());
+        let [grad, stacked, partial, q, saved] = inner;
+        let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, saved, key_norm);
         (
             Self::from_inner(dv),
             Self::from_inner(dp),
@@ -277,6 +345,43 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         capacity: usize,
     ) -> FloatTensor<Self> {
         stack::autodiff_forward::<B, C>(stacked, v, capacity)
+    }
+
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        rotary::autodiff_forward::<B, C>(x, cos, sin)
+    }
+
+    /// Not differentiable itself, as above.
+    fn rotary_backward(
+        grad: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let [grad, cos, sin] = [grad, cos, sin].map(|t| t.into_primitive());
+        Self::from_inner(B::rotary_backward(grad, cos, sin))
+    }
+
+    fn swiglu(
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        swiglu::autodiff_forward::<B, C>(a, b)
+    }
+
+    /// Not differentiable itself, as above.
+    fn swiglu_backward(
+        grad: FloatTensor<Self>,
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        s: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [grad, a, b, s] = [grad, a, b, s].map(|t| t.into_primitive());
+        let (da, db) = B::swiglu_backward(grad, a, b, s);
+        (Self::from_inner(da), Self::from_inner(db))
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -168,6 +168,84 @@ pub fn block_merge_backward<B: Backend>(
     ]
 }
 
+/// Entries `start..end` of the last dimension of a 4-d tensor.
+fn last_dim<B: Backend>(t: FloatTensor<B>, start: usize, end: usize) -> FloatTensor<B> {
+    let all = Slice::from(..);
+    let range = Slice::new(start as isize, Some(end as isize), 1);
+    B::float_slice(t, &[all, all, all, range])
+}
+
+/// `[x1, x2]` -> `[a(x2), b(x1)]` over the last dimension, by halves.
+fn swap_halves<B: Backend>(
+    x: FloatTensor<B>,
+    first: fn(FloatTensor<B>) -> FloatTensor<B>,
+    second: fn(FloatTensor<B>) -> FloatTensor<B>,
+) -> FloatTensor<B> {
+    let hd = x.shape().dims::<4>()[3];
+    let (x1, x2) = (
+        last_dim::<B>(x.clone(), 0, hd / 2),
+        last_dim::<B>(x, hd / 2, hd),
+    );
+    B::float_cat(vec![first(x2), second(x1)], 3)
+}
+
+/// The tables `[T, hd]` as `[1, T, 1, hd]`, to broadcast over `[B, T, H, hd]`.
+fn per_position<B: Backend>(table: FloatTensor<B>) -> FloatTensor<B> {
+    let [t, hd] = table.shape().dims::<2>();
+    B::float_reshape(table, Shape::new([1, t, 1, hd]))
+}
+
+/// `x cos + rotate_half(x) sin`, `rotate_half([x1, x2]) = [-x2, x1]`: `x` `[B, T, H, hd]`,
+/// `cos`, `sin` `[T, hd]`.
+pub fn rotary<B: Backend>(
+    x: FloatTensor<B>,
+    cos: FloatTensor<B>,
+    sin: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let rotated = swap_halves::<B>(x.clone(), B::float_neg, |x| x);
+    B::float_add(
+        B::float_mul(x, per_position::<B>(cos)),
+        B::float_mul(rotated, per_position::<B>(sin)),
+    )
+}
+
+/// The gradient of [`rotary`] given `g`: `g cos + [g2 sin2, -g1 sin1]` by halves.
+pub fn rotary_backward<B: Backend>(
+    g: FloatTensor<B>,
+    cos: FloatTensor<B>,
+    sin: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let back = swap_halves::<B>(
+        B::float_mul(g.clone(), per_position::<B>(sin)),
+        |x| x,
+        B::float_neg,
+    );
+    B::float_add(B::float_mul(g, per_position::<B>(cos)), back)
+}
+
+/// `silu(a) b = (a s) b` with `s = sigmoid(a)`, and `s`.
+pub fn swiglu<B: Backend>(
+    a: FloatTensor<B>,
+    b: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let s = B::sigmoid(a.clone());
+    (B::float_mul(B::float_mul(a, s.clone()), b), s)
+}
+
+/// The gradients of [`swiglu`] (`da`, `db`), by the formulas of `swiglu::rows::backward`
+/// with the backend's own sigmoid derivative, as burn's autodiff of `silu` takes it.
+pub fn swiglu_backward<B: Backend>(
+    g: FloatTensor<B>,
+    a: FloatTensor<B>,
+    b: FloatTensor<B>,
+    s: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let db = B::float_mul(g.clone(), B::float_mul(a.clone(), s.clone()));
+    let h = B::float_mul(g, b);
+    let through_sigmoid = B::sigmoid_backward(s.clone(), B::float_mul(h.clone(), a));
+    (B::float_add(B::float_mul(h, s), through_sigmoid), db)
+}
+
 /// `1 / rms(x)` over the last dimension of `[N, d]`: `[N, 1]`.
 fn inv_rms<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     let mean = B::float_mean_dim(B::float_mul(x.clone(), x), 1);
@@ -247,17 +325,19 @@ impl<B: Backend> Mix<B> {
 }
 
 /// `x = sum_k a_k v_k` over the stacked sources `[K, N, d]` and the partial sum `[N, d]`
-/// (none if it has zero rows), `a = softmax(v.q u)`; `q` `[d]` -> `x` `[N, d]`.
+/// (none if it has zero rows), `a = softmax(v.q u)`; `q` `[d]` -> (`x` `[N, d]`, nothing
+/// kept: [`depth_mix_backward`] recomputes the weights).
 pub fn depth_mix<B: Backend>(
     stacked: FloatTensor<B>,
     partial: FloatTensor<B>,
     q: FloatTensor<B>,
     key_norm: bool,
-) -> FloatTensor<B> {
+) -> (FloatTensor<B>, FloatTensor<B>) {
     let [_, n, d] = stacked.shape().dims::<3>();
     let m = Mix::<B>::new(stacked, partial, q, key_norm);
     let x = B::float_sum_dim(B::float_mul(m.sources, m.a), 0); // [1, N, d]
-    B::float_reshape(x, Shape::new([n, d]))
+    let kept = B::float_zeros(Shape::new([0]), &x.device(), x.dtype().into());
+    (B::float_reshape(x, Shape::new([n, d])), kept)
 }
 
 /// The gradients of [`depth_mix`] (stacked sources, partial sum, query), by the formulas of

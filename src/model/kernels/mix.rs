@@ -9,7 +9,7 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::{Backend, Dispatch, tensor::FloatTensor};
+use burn::backend::{AutodiffBackend, Backend, Dispatch, tensor::FloatTensor};
 use burn::tensor::Tensor;
 use burn::tensor::activation::softmax;
 
@@ -28,12 +28,13 @@ pub fn depth_mix(
     let [_, n, d] = stacked.dims();
     let partial = partial.unwrap_or_else(|| no_partial(&stacked, d));
     debug_assert!(matches!(partial.dims(), [0, _]) || partial.dims() == [n, d]);
-    Tensor::from_dispatch(<Dispatch as KernelOps>::depth_mix(
+    let (x, _saved) = <Dispatch as KernelOps>::depth_mix(
         stacked.into_dispatch(),
         partial.into_dispatch(),
         q.into_dispatch(),
         key_norm,
-    ))
+    );
+    Tensor::from_dispatch(x)
 }
 
 /// A partial sum of zero rows: the kernels' sign that the step has none.
@@ -74,7 +75,7 @@ pub(super) mod tch_kernel {
     use burn::backend::tensor::FloatTensor;
 
     use super::super::composed;
-    use super::super::mix_rows::{self, SourceGrads, Sources};
+    use super::super::mix_rows::{self, SAVED, SourceGrads, Sources};
     use super::super::tch_memory::{empty, floats, slice_mut};
 
     type T = FloatTensor<LibTorch>;
@@ -95,7 +96,8 @@ pub(super) mod tch_kernel {
         })
     }
 
-    pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> T {
+    /// `x` `[N, d]` and the softmax weights the backward reads, `[N, K', SAVED]`.
+    pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
         let (v, p, q_c) = (
             stacked.tensor.contiguous(),
             partial.tensor.contiguous(),
@@ -104,19 +106,24 @@ pub(super) mod tch_kernel {
         let (Some(src), Some(qs)) = (sources(&v, &p), floats(&q_c)) else {
             return composed::depth_mix::<LibTorch>(stacked, partial, q, key_norm);
         };
-        let mut x = empty(&[src.n as i64, src.d as i64]);
-        mix_rows::mix_forward(src, qs, key_norm, slice_mut(&mut x));
-        TchTensor::new(x)
+        let (n, sources) = (src.n as i64, src.count() as i64);
+        let mut x = empty(&[n, src.d as i64]);
+        let mut saved = empty(&[n, sources, SAVED as i64]);
+        mix_rows::mix_forward(src, qs, key_norm, slice_mut(&mut x), slice_mut(&mut saved));
+        (TchTensor::new(x), TchTensor::new(saved))
     }
 
-    pub fn backward(grad: T, stacked: T, partial: T, q: T, key_norm: bool) -> (T, T, T) {
+    pub fn backward(grad: T, stacked: T, partial: T, q: T, saved: T, key_norm: bool) -> (T, T, T) {
         let (g, v, p, q_c) = (
             grad.tensor.contiguous(),
             stacked.tensor.contiguous(),
             partial.tensor.contiguous(),
             q.tensor.contiguous(),
         );
-        let (Some(src), Some(qs), Some(gs)) = (sources(&v, &p), floats(&q_c), floats(&g)) else {
+        // Where the forward was the composed one (which keeps no weights), so is this.
+        let kept = floats(&saved.tensor).filter(|s| !s.is_empty());
+        let found = (sources(&v, &p), floats(&q_c), floats(&g), kept);
+        let (Some(src), Some(qs), Some(gs), Some(saved)) = found else {
             return composed::depth_mix_backward::<LibTorch>(grad, stacked, partial, q, key_norm);
         };
         let mut dv = empty(&v.size());
@@ -126,7 +133,7 @@ pub(super) mod tch_kernel {
             stacked: slice_mut(&mut dv),
             partial: has_partial.then(|| slice_mut(&mut dp)),
         };
-        let dq = mix_rows::mix_backward(gs, src, qs, key_norm, grads);
+        let dq = mix_rows::mix_backward(gs, src, qs, saved, key_norm, grads);
         let dq = tch::Tensor::from_slice(&dq);
         (TchTensor::new(dv), TchTensor::new(dp), TchTensor::new(dq))
     }
@@ -136,13 +143,13 @@ pub(super) mod tch_kernel {
 struct DepthMix;
 
 impl<B: Backend + KernelOps> Backward<B, 3> for DepthMix {
-    /// The inputs and whether the key norm applies.
-    type State = ([FloatTensor<B>; 3], bool);
+    /// The inputs, what the forward kept for the backward and whether the key norm applies.
+    type State = ([FloatTensor<B>; 4], bool);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let ([stacked, partial, q], key_norm) = ops.state;
+        let ([stacked, partial, q, saved], key_norm) = ops.state;
         let grad = grads.consume::<B>(&ops.node);
-        let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, key_norm);
+        let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, saved, key_norm);
         for (parent, g) in ops.parents.into_iter().zip([dv, dp, dq]) {
             if let Some(node) = parent {
                 grads.register::<B>(node.id, g);
@@ -151,19 +158,21 @@ impl<B: Backend + KernelOps> Backward<B, 3> for DepthMix {
     }
 }
 
-/// The autodiff forward: the backend's forward, with [`DepthMix`] as its backward.
+/// The autodiff forward: the backend's forward, with [`DepthMix`] as its backward; returns
+/// the mix and what the backend's forward kept (a constant, not differentiable).
 pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     stacked: FloatTensor<Autodiff<B, C>>,
     partial: FloatTensor<Autodiff<B, C>>,
     q: FloatTensor<Autodiff<B, C>>,
     key_norm: bool,
-) -> FloatTensor<Autodiff<B, C>> {
+) -> (FloatTensor<Autodiff<B, C>>, FloatTensor<Autodiff<B, C>>) {
     let parents = [stacked.node(), partial.node(), q.node()];
-    let inputs = [stacked, partial, q].map(|t| t.into_primitive());
-    let [stacked, partial, q] = inputs.clone();
-    let x = B::depth_mix(stacked, partial, q, key_norm);
-    match DepthMix.prepare::<C>(parents).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => prep.finish((inputs, key_norm), x),
+    let [stacked, partial, q] = [stacked, partial, q].map(|t| t.into_primitive());
+    let (x, saved) = B::depth_mix(stacked.clone(), partial.clone(), q.clone(), key_norm);
+    let kept = Autodiff::<B, C>::from_inner(saved.clone());
+    let x = match DepthMix.prepare::<C>(parents).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish(([stacked, partial, q, saved], key_norm), x),
         OpsKind::UnTracked(prep) => prep.finish(x),
-    }
+    };
+    (x, kept)
 }

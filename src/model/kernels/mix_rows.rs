@@ -1,6 +1,7 @@
 //! The row kernels of one AttnRes mixing step (`kernels::mix`): per token, the logits of
 //! every source, their softmax and the weighted sum in one pass over the sources, and the
-//! backward pass in one more, in tasks of rows on libtorch's OpenMP threads (`omp.rs`).
+//! backward pass in one more from the softmax weights the forward kept, in tasks of rows on
+//! libtorch's OpenMP threads (`omp.rs`).
 
 use super::omp::for_each_task;
 use super::rows::{LANES, ROWS_PER_TASK};
@@ -58,13 +59,16 @@ fn dots<const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
     out
 }
 
-/// Per source of one token: `s = v.q`, `u = 1/rms(v)` (1 without the key norm), the
-/// softmax weight `a` of the logit `s u` and, in the backward pass, `gv = g.v`.
+/// Floats a mixing step's forward keeps per (token, source) for its backward: the
+/// softmax weight `a`, the logit's dot product `s = v.q` and `u = 1/rms(v)`, in that order.
+pub const SAVED: usize = 3;
+
+/// Per source of one token: `s = v.q`, `u = 1/rms(v)` (1 without the key norm) and the
+/// softmax weight `a` of the logit `s u`.
 struct Weights {
     s: Vec<f32>,
     u: Vec<f32>,
     a: Vec<f32>,
-    gv: Vec<f32>,
 }
 
 impl Weights {
@@ -73,24 +77,15 @@ impl Weights {
             s: vec![0.0; sources],
             u: vec![0.0; sources],
             a: vec![0.0; sources],
-            gv: vec![0.0; sources],
         }
     }
 
-    /// Fills the weights of token `r` (and `gv` for its output's gradient `g`, if given) in
-    /// one pass over its sources.
-    fn of_token(&mut self, src: &Sources, r: usize, q: &[f32], key_norm: bool, g: Option<&[f32]>) {
+    /// Computes the weights of token `r` in one pass over its sources.
+    fn of_token(&mut self, src: &Sources, r: usize, q: &[f32], key_norm: bool) {
         let mut max = f32::NEG_INFINITY;
         for k in 0..self.a.len() {
             let v = src.row(k, r);
-            let [vq, vv] = match g {
-                Some(g) => {
-                    let [vq, vv, gv] = dots(v, [q, v, g]);
-                    self.gv[k] = gv;
-                    [vq, vv]
-                }
-                None => dots(v, [q, v]),
-            };
+            let [vq, vv] = dots(v, [q, v]);
             self.s[k] = vq;
             self.u[k] = if key_norm {
                 inv_rms_of(vv, v.len())
@@ -109,6 +104,20 @@ impl Weights {
             *a /= sum;
         }
     }
+
+    /// Writes the weights into one token's `[K', SAVED]` of the forward's saved state.
+    fn save(&self, saved: &mut [f32]) {
+        for (k, out) in saved.chunks_exact_mut(SAVED).enumerate() {
+            out.copy_from_slice(&[self.a[k], self.s[k], self.u[k]]);
+        }
+    }
+
+    /// Reads them back from one token's saved state.
+    fn load(&mut self, saved: &[f32]) {
+        for (k, v) in saved.chunks_exact(SAVED).enumerate() {
+            (self.a[k], self.s[k], self.u[k]) = (v[0], v[1], v[2]);
+        }
+    }
 }
 
 /// `1 / rms` from a sum of squares over `d` entries (as `rows::inv_rms`).
@@ -118,15 +127,23 @@ fn inv_rms_of(sum_sq: f32, d: usize) -> f32 {
 }
 
 /// One mixing step, `x = sum_k a_k v_k` with `a = softmax_k(v_k . q / rms(v_k))` (`v_k . q`
-/// without the key norm), for every token: writes `x` `[N, d]`.
-pub fn mix_forward(src: Sources, q: &[f32], key_norm: bool, x: &mut [f32]) {
-    let d = src.d;
-    let tasks: Vec<&mut [f32]> = x.chunks_mut(d * ROWS_PER_TASK).collect();
-    for_each_task(tasks, &|task, x: &mut &mut [f32]| {
-        let mut w = Weights::new(src.count());
-        for (i, x) in x.chunks_exact_mut(d).enumerate() {
+/// without the key norm), for every token: writes `x` `[N, d]` and, for the backward pass,
+/// each token's weights into `saved` `[N, K', SAVED]`.
+pub fn mix_forward(src: Sources, q: &[f32], key_norm: bool, x: &mut [f32], saved: &mut [f32]) {
+    let (d, sources) = (src.d, src.count());
+    let tasks: Vec<(&mut [f32], &mut [f32])> = x
+        .chunks_mut(d * ROWS_PER_TASK)
+        .zip(saved.chunks_mut(sources * SAVED * ROWS_PER_TASK))
+        .collect();
+    for_each_task(tasks, &|task, (x, saved)| {
+        let mut w = Weights::new(sources);
+        let rows = x
+            .chunks_exact_mut(d)
+            .zip(saved.chunks_exact_mut(sources * SAVED));
+        for (i, (x, saved)) in rows.enumerate() {
             let r = task * ROWS_PER_TASK + i;
-            w.of_token(&src, r, q, key_norm, None);
+            w.of_token(&src, r, q, key_norm);
+            w.save(saved);
             for (x, v) in x.iter_mut().zip(src.row(0, r)) {
                 *x = w.a[0] * v;
             }
@@ -153,7 +170,8 @@ struct GradTask<'a> {
     dq: Vec<f32>,
 }
 
-/// The gradients of [`mix_forward`] given `g = dL/dx` `[N, d]`; returns `dq` `[d]`. With
+/// The gradients of [`mix_forward`] given `g = dL/dx` `[N, d]` and the forward's `saved`
+/// weights (so that the backward computes only `g.v_k` per source); returns `dq` `[d]`. With
 /// `z_k = s_k u_k`: `dz_k = a_k (g.v_k - g.x)`, `dv_k = a_k g + dz_k u_k q - dz_k s_k u_k^3
 /// v_k / d` (the last term from the key norm), `dq = sum dz_k u_k v_k`, summed per task of
 /// rows and the tasks' sums then in task order (the same whatever the threads).
@@ -161,6 +179,7 @@ pub fn mix_backward(
     g: &[f32],
     src: Sources,
     q: &[f32],
+    saved: &[f32],
     key_norm: bool,
     out: SourceGrads,
 ) -> Vec<f32> {
@@ -183,16 +202,20 @@ pub fn mix_backward(
         })
         .collect();
     let tasks = for_each_task(tasks, &|task, t: &mut GradTask| {
-        let k_all = src.count();
-        let mut w = Weights::new(k_all);
+        let sources = src.count();
+        let mut w = Weights::new(sources);
+        let mut gv = vec![0.0f32; sources];
         for i in 0..t.dv[0].len() / d {
             let r = task * ROWS_PER_TASK + i;
             let g = &g[r * d..(r + 1) * d];
-            w.of_token(&src, r, q, key_norm, Some(g));
-            let gx: f32 = w.a.iter().zip(&w.gv).map(|(a, gv)| a * gv).sum();
+            w.load(&saved[r * sources * SAVED..(r + 1) * sources * SAVED]);
+            for (k, gv) in gv.iter_mut().enumerate() {
+                [*gv] = dots(src.row(k, r), [g]);
+            }
+            let gx: f32 = w.a.iter().zip(&gv).map(|(a, gv)| a * gv).sum();
             for (k, dv) in t.dv.iter_mut().enumerate() {
                 let (v, a, u) = (src.row(k, r), w.a[k], w.u[k]);
-                let dz = a * (w.gv[k] - gx);
+                let dz = a * (gv[k] - gx);
                 let along_q = dz * u;
                 let along_v = if key_norm {
                     dz * w.s[k] * u * u * u / d as f32

@@ -1,6 +1,7 @@
 //! Operations that burn's tensor API composes out of many small kernels, given a kernel (or
 //! a backward pass) of their own through burn's backend extensions: causal attention with a
-//! fused backward, RMSNorm, one AttnRes mixing step, and Block AttnRes's phase-2 merge.
+//! fused backward, RMSNorm, rotary position embedding, SwiGLU's gating, one AttnRes mixing
+//! step, and Block AttnRes's phase-2 merge.
 //!
 //! Each operation has three implementations behind one trait, [`KernelOps`]: libtorch's own
 //! fused kernels where libtorch has them (f32 on the CPU), the same operation composed of
@@ -19,8 +20,10 @@ mod mix_rows;
 pub mod norm;
 #[cfg(feature = "tch")]
 mod omp;
+pub mod rotary;
 mod rows;
 pub mod stack;
+pub mod swiglu;
 #[cfg(feature = "tch")]
 mod tch_memory;
 
@@ -80,20 +83,23 @@ pub trait KernelOps: Backend {
     /// One single-head AttnRes mixing step, the softmax-weighted sum of the completed
     /// sources `stacked` `[K, N, d]` and the partial sum `partial` `[N, d]` (none if it has
     /// zero rows) with logits `v.q / rms(v)` (`v.q` without the key norm), `q` `[d]` ->
-    /// `x` `[N, d]`.
+    /// (`x` `[N, d]`, what this backend's backward reads of the forward: the softmax
+    /// weights, in whatever shape it wants them, or nothing).
     fn depth_mix(
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
         key_norm: bool,
-    ) -> FloatTensor<Self>;
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
-    /// The gradients of [`Self::depth_mix`] with respect to `stacked`, `partial` and `q`.
+    /// The gradients of [`Self::depth_mix`] with respect to `stacked`, `partial` and `q`,
+    /// given what its forward kept (`saved`).
     fn depth_mix_backward(
         grad: FloatTensor<Self>,
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
         key_norm: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 
@@ -107,6 +113,35 @@ pub trait KernelOps: Backend {
         v: FloatTensor<Self>,
         capacity: usize,
     ) -> FloatTensor<Self>;
+
+    /// Rotary position embedding, `x cos + rotate_half(x) sin` over the last dimension:
+    /// `x` `[B, T, H, hd]`, the tables `cos`, `sin` `[T, hd]` -> `[B, T, H, hd]`.
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+
+    /// The gradient of [`Self::rotary`] with respect to `x` (the tables are constants).
+    fn rotary_backward(
+        grad: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+
+    /// SwiGLU's gating `silu(a) b` elementwise -> (the product, what this backend's
+    /// backward reads of the forward: the sigmoid of `a`).
+    fn swiglu(a: FloatTensor<Self>, b: FloatTensor<Self>)
+    -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// The gradients of [`Self::swiglu`] with respect to `a` and `b`, given the sigmoid its
+    /// forward kept.
+    fn swiglu_backward(
+        grad: FloatTensor<Self>,
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        sigmoid: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// RMSNorm with a gain over the last dimension: `x` `[N, d]`, `g` `[d]` -> `[N, d]`.
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self>;
