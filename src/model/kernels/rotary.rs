@@ -62,15 +62,20 @@ mod rows {
         }
     }
 
-    /// `y = x cos + rotate_half(x) sin` for rows `first..` of `x`, `y` `[rows, hd]`, with
-    /// the tables `cos`, `sin` `[T, hd]`: `x cos` and `rotate_half(x) sin` rounded and then
-    /// added, as the composition computes them.
-    pub fn forward(x: &[f32], tables: [&[f32]; 2], at: Layout, first: usize, y: &mut [f32]) {
-        for (i, (y, x)) in y
-            .chunks_exact_mut(at.hd)
-            .zip(x.chunks_exact(at.hd))
-            .enumerate()
-        {
+    /// Each pair of entries `(x1, x2)` of the two halves of rows `first..` of `x` `[rows,
+    /// hd]`, with the tables' entries `(c1, c2)`, `(s1, s2)` at their position and column,
+    /// mapped by `pair` into `y`.
+    #[inline]
+    fn by_pairs(
+        x: &[f32],
+        tables: [&[f32]; 2],
+        at: Layout,
+        first: usize,
+        y: &mut [f32],
+        pair: impl Fn([f32; 2], [f32; 2], [f32; 2]) -> [f32; 2],
+    ) {
+        let rows = y.chunks_exact_mut(at.hd).zip(x.chunks_exact(at.hd));
+        for (i, (y, x)) in rows.enumerate() {
             let [(c1, c2), (s1, s2)] = at.tables(tables, first + i);
             let ((y1, y2), (x1, x2)) = (y.split_at_mut(at.hd / 2), x.split_at(at.hd / 2));
             let ins = x1
@@ -78,31 +83,26 @@ mod rows {
                 .zip(x2)
                 .zip(c1.iter().zip(c2).zip(s1.iter().zip(s2)));
             for ((y1, y2), ((x1, x2), ((c1, c2), (s1, s2)))) in y1.iter_mut().zip(y2).zip(ins) {
-                *y1 = x1 * c1 + -x2 * s1;
-                *y2 = x2 * c2 + x1 * s2;
+                [*y1, *y2] = pair([*x1, *x2], [*c1, *c2], [*s1, *s2]);
             }
         }
+    }
+
+    /// `y = x cos + rotate_half(x) sin` for rows `first..` of `x`, `y` `[rows, hd]`, with
+    /// the tables `cos`, `sin` `[T, hd]`: `x cos` and `rotate_half(x) sin` rounded and then
+    /// added, as the composition computes them.
+    pub fn forward(x: &[f32], tables: [&[f32]; 2], at: Layout, first: usize, y: &mut [f32]) {
+        by_pairs(x, tables, at, first, y, |[x1, x2], [c1, c2], [s1, s2]| {
+            [x1 * c1 + -x2 * s1, x2 * c2 + x1 * s2]
+        });
     }
 
     /// The gradient of [`forward`] given `g` (its transpose, the rotation back):
     /// `dx1 = g1 cos1 + g2 sin2`, `dx2 = g2 cos2 - g1 sin1` by halves.
     pub fn backward(g: &[f32], tables: [&[f32]; 2], at: Layout, first: usize, dx: &mut [f32]) {
-        for (i, (dx, g)) in dx
-            .chunks_exact_mut(at.hd)
-            .zip(g.chunks_exact(at.hd))
-            .enumerate()
-        {
-            let [(c1, c2), (s1, s2)] = at.tables(tables, first + i);
-            let ((d1, d2), (g1, g2)) = (dx.split_at_mut(at.hd / 2), g.split_at(at.hd / 2));
-            let ins = g1
-                .iter()
-                .zip(g2)
-                .zip(c1.iter().zip(c2).zip(s1.iter().zip(s2)));
-            for ((d1, d2), ((g1, g2), ((c1, c2), (s1, s2)))) in d1.iter_mut().zip(d2).zip(ins) {
-                *d1 = g1 * c1 + g2 * s2;
-                *d2 = g2 * c2 - g1 * s1;
-            }
-        }
+        by_pairs(g, tables, at, first, dx, |[g1, g2], [c1, c2], [s1, s2]| {
+            [g1 * c1 + g2 * s2, g2 * c2 - g1 * s1]
+        });
     }
 }
 
