@@ -5,6 +5,7 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 
+use super::stack::StackGrad;
 use super::{KernelOps, attention, composed, merge, mix, norm, rotary, stack, swiglu};
 
 #[cfg(feature = "tch")]
@@ -60,6 +61,7 @@ impl KernelOps for burn::backend::LibTorch {
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
         key_norm: bool,
+        _acc: StackGrad,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         mix::tch_kernel::forward(stacked, partial, q, key_norm)
     }
@@ -71,14 +73,17 @@ impl KernelOps for burn::backend::LibTorch {
         q: FloatTensor<Self>,
         saved: FloatTensor<Self>,
         key_norm: bool,
+        into: FloatTensor<Self>,
+        written: usize,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        mix::tch_kernel::backward(grad, stacked, partial, q, saved, key_norm)
+        mix::tch_kernel::backward(grad, stacked, partial, q, saved, key_norm, into, written)
     }
 
     fn stack_push(
         stacked: FloatTensor<Self>,
         v: FloatTensor<Self>,
         capacity: usize,
+        _acc: StackGrad,
     ) -> FloatTensor<Self> {
         stack::tch_kernel::push(stacked, v, capacity)
     }
@@ -182,6 +187,7 @@ impl KernelOps for burn::backend::Flex {
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
         key_norm: bool,
+        _acc: StackGrad,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         composed::depth_mix::<Self>(stacked, partial, q, key_norm)
     }
@@ -193,14 +199,23 @@ impl KernelOps for burn::backend::Flex {
         q: FloatTensor<Self>,
         _saved: FloatTensor<Self>,
         key_norm: bool,
+        into: FloatTensor<Self>,
+        written: usize,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        composed::depth_mix_backward::<Self>(grad, stacked, partial, q, key_norm)
+        let (dv, dp, dq) =
+            composed::depth_mix_backward::<Self>(grad, stacked, partial, q, key_norm);
+        (
+            composed::accumulate_slots::<Self>(into, written, dv),
+            dp,
+            dq,
+        )
     }
 
     fn stack_push(
         stacked: FloatTensor<Self>,
         v: FloatTensor<Self>,
         _capacity: usize,
+        _acc: StackGrad,
     ) -> FloatTensor<Self> {
         composed::stack_push::<Self>(stacked, v)
     }
@@ -316,8 +331,9 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
         key_norm: bool,
+        acc: StackGrad,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        mix::autodiff_forward::<B, C>(stacked, partial, q, key_norm)
+        mix::autodiff_forward::<B, C>(stacked, partial, q, key_norm, acc)
     }
 
     /// Not differentiable itself, as above.
@@ -328,10 +344,13 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         q: FloatTensor<Self>,
         saved: FloatTensor<Self>,
         key_norm: bool,
+        into: FloatTensor<Self>,
+        written: usize,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let inner = [grad, stacked, partial, q, saved].map(|t| t.into_primitive());
-        let [grad, stacked, partial, q, saved] = inner;
-        let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, saved, key_norm);
+        let inner = [grad, stacked, partial, q, saved, into].map(|t| t.into_primitive());
+        let [grad, stacked, partial, q, saved, into] = inner;
+        let (dv, dp, dq) =
+            B::depth_mix_backward(grad, stacked, partial, q, saved, key_norm, into, written);
         (
             Self::from_inner(dv),
             Self::from_inner(dp),
@@ -343,8 +362,9 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         stacked: FloatTensor<Self>,
         v: FloatTensor<Self>,
         capacity: usize,
+        acc: StackGrad,
     ) -> FloatTensor<Self> {
-        stack::autodiff_forward::<B, C>(stacked, v, capacity)
+        stack::autodiff_forward::<B, C>(stacked, v, capacity, acc)
     }
 
     fn rotary(

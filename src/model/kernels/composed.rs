@@ -390,6 +390,36 @@ pub fn stack_push<B: Backend>(stacked: FloatTensor<B>, v: FloatTensor<B>) -> Flo
     B::float_cat(vec![stacked, B::float_reshape(v, Shape::new([1, n, d]))], 0)
 }
 
+/// A mixing step's gradient for its `K` stacked sources, `dv` `[K, N, d]`, put into the stack's
+/// gradient buffer `into` `[C, N, d]`: added to its first `written` slots (the old sum plus the
+/// new term, as burn's registering of gradients adds them), written into the rest of the first
+/// `K`. An `into` of zero slots takes `dv` as it is.
+pub fn accumulate_slots<B: Backend>(
+    into: FloatTensor<B>,
+    written: usize,
+    dv: FloatTensor<B>,
+) -> FloatTensor<B> {
+    if into.shape().dims::<3>()[0] == 0 {
+        return dv;
+    }
+    let k = dv.shape().dims::<3>()[0];
+    let w = written.min(k);
+    let slots = |start: usize, end: usize| {
+        let range = Slice::new(start as isize, Some(end as isize), 1);
+        [range, Slice::from(..), Slice::from(..)]
+    };
+    let mut into = into;
+    if w > 0 {
+        let old = first_dim::<B>(into.clone(), 0, w);
+        let sum = B::float_add(old, first_dim::<B>(dv.clone(), 0, w));
+        into = B::float_slice_assign(into, &slots(0, w), sum);
+    }
+    if k > w {
+        into = B::float_slice_assign(into, &slots(w, k), first_dim::<B>(dv, w, k));
+    }
+    into
+}
+
 /// Entries `start..end` of the first dimension of a 3-d tensor.
 pub(super) fn first_dim<B: Backend>(t: FloatTensor<B>, start: usize, end: usize) -> FloatTensor<B> {
     let range = Slice::new(start as isize, Some(end as isize), 1);

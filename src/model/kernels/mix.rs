@@ -9,11 +9,12 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::{AutodiffBackend, Backend, Dispatch, tensor::FloatTensor};
+use burn::backend::{AutodiffBackend, Backend, Dispatch, TensorMetadata, tensor::FloatTensor};
 use burn::tensor::Tensor;
 use burn::tensor::activation::softmax;
 
 use super::KernelOps;
+use super::stack::StackGrad;
 
 /// `x = sum_k a_k v_k`, `a = softmax_k(v_k . q / rms(v_k))` (`v_k . q` without the key
 /// norm), token by token: the completed sources `stacked` `[K, N, d]`, the partial sum
@@ -25,6 +26,19 @@ pub fn depth_mix(
     q: Tensor<1>,
     key_norm: bool,
 ) -> Tensor<2> {
+    depth_mix_into(stacked, partial, q, key_norm, StackGrad::none())
+}
+
+/// [`depth_mix`] whose backward adds the stacked sources' gradient into `acc`, the buffer of
+/// the [`SourceStack`](super::stack::SourceStack) they come from (`StackGrad::none()`: it
+/// registers its own).
+pub(super) fn depth_mix_into(
+    stacked: Tensor<3>,
+    partial: Option<Tensor<2>>,
+    q: Tensor<1>,
+    key_norm: bool,
+    acc: StackGrad,
+) -> Tensor<2> {
     let [_, n, d] = stacked.dims();
     let partial = partial.unwrap_or_else(|| no_partial(&stacked, d));
     debug_assert!(matches!(partial.dims(), [0, _]) || partial.dims() == [n, d]);
@@ -33,6 +47,7 @@ pub fn depth_mix(
         partial.into_dispatch(),
         q.into_dispatch(),
         key_norm,
+        acc,
     );
     Tensor::from_dispatch(x)
 }
@@ -74,7 +89,7 @@ pub(super) mod tch_kernel {
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
 
-    use super::super::composed;
+    use super::super::composed::{self, accumulate_slots};
     use super::super::mix_rows::{self, SAVED, SourceGrads, Sources};
     use super::super::tch_memory::{empty, floats, slice_mut};
 
@@ -113,7 +128,19 @@ pub(super) mod tch_kernel {
         (TchTensor::new(x), TchTensor::new(saved))
     }
 
-    pub fn backward(grad: T, stacked: T, partial: T, q: T, saved: T, key_norm: bool) -> (T, T, T) {
+    /// See [`KernelOps::depth_mix_backward`](super::super::KernelOps::depth_mix_backward)
+    /// for `into` and `written`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward(
+        grad: T,
+        stacked: T,
+        partial: T,
+        q: T,
+        saved: T,
+        key_norm: bool,
+        into: T,
+        written: usize,
+    ) -> (T, T, T) {
         let (g, v, p, q_c) = (
             grad.tensor.contiguous(),
             stacked.tensor.contiguous(),
@@ -123,14 +150,24 @@ pub(super) mod tch_kernel {
         // Where the forward was the composed one (which keeps no weights), so is this.
         let kept = floats(&saved.tensor).filter(|s| !s.is_empty());
         let found = (sources(&v, &p), floats(&q_c), floats(&g), kept);
-        let (Some(src), Some(qs), Some(gs), Some(saved)) = found else {
-            return composed::depth_mix_backward::<LibTorch>(grad, stacked, partial, q, key_norm);
+        let fits = into.tensor.size()[0] == 0 || floats(&into.tensor).is_some();
+        let (Some(src), Some(qs), Some(gs), Some(saved), true) =
+            (found.0, found.1, found.2, found.3, fits)
+        else {
+            let (dv, dp, dq) =
+                composed::depth_mix_backward::<LibTorch>(grad, stacked, partial, q, key_norm);
+            return (accumulate_slots::<LibTorch>(into, written, dv), dp, dq);
         };
-        let mut dv = empty(&v.size());
+        let (mut dv, written) = match into.tensor.size()[0] {
+            0 => (empty(&v.size()), 0),
+            _ => (into.tensor, written),
+        };
         let mut dp = empty(&p.size());
         let has_partial = src.partial.is_some();
+        let slots = src.stacked.len();
         let grads = SourceGrads {
-            stacked: slice_mut(&mut dv),
+            stacked: &mut slice_mut(&mut dv)[..slots],
+            written,
             partial: has_partial.then(|| slice_mut(&mut dp)),
         };
         let dq = mix_rows::mix_backward(gs, src, qs, saved, key_norm, grads);
@@ -143,15 +180,32 @@ pub(super) mod tch_kernel {
 struct DepthMix;
 
 impl<B: Backend + KernelOps> Backward<B, 3> for DepthMix {
-    /// The inputs, what the forward kept for the backward and whether the key norm applies.
-    type State = ([FloatTensor<B>; 4], bool);
+    /// The inputs, what the forward kept for the backward, whether the key norm applies and
+    /// where the stacked sources' gradient goes.
+    type State = ([FloatTensor<B>; 4], bool, StackGrad);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let ([stacked, partial, q, saved], key_norm) = ops.state;
+        let ([stacked, partial, q, saved], key_norm, acc) = ops.state;
         let grad = grads.consume::<B>(&ops.node);
-        let (dv, dp, dq) = B::depth_mix_backward(grad, stacked, partial, q, saved, key_norm);
-        for (parent, g) in ops.parents.into_iter().zip([dv, dp, dq]) {
-            if let Some(node) = parent {
+        let k = stacked.shape().dims::<3>()[0];
+        let (into, written) = acc.take::<B>(&stacked);
+        let (dv, dp, dq) =
+            B::depth_mix_backward(grad, stacked, partial, q, saved, key_norm, into, written);
+        let [stacked_node, partial_node, q_node] = ops.parents;
+        // A stack's sources get their sums at their pushes (`kernels::stack`).
+        let dv = if acc.is_some() {
+            acc.put::<B>(dv, k);
+            None
+        } else {
+            Some(dv)
+        };
+        let registered = [
+            (stacked_node, dv),
+            (partial_node, Some(dp)),
+            (q_node, Some(dq)),
+        ];
+        for (parent, g) in registered {
+            if let (Some(node), Some(g)) = (parent, g) {
                 grads.register::<B>(node.id, g);
             }
         }
@@ -160,18 +214,26 @@ impl<B: Backend + KernelOps> Backward<B, 3> for DepthMix {
 
 /// The autodiff forward: the backend's forward, with [`DepthMix`] as its backward; returns
 /// the mix and what the backend's forward kept (a constant, not differentiable).
+#[allow(clippy::type_complexity)] // a pair of autodiff tensors
 pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     stacked: FloatTensor<Autodiff<B, C>>,
     partial: FloatTensor<Autodiff<B, C>>,
     q: FloatTensor<Autodiff<B, C>>,
     key_norm: bool,
+    acc: StackGrad,
 ) -> (FloatTensor<Autodiff<B, C>>, FloatTensor<Autodiff<B, C>>) {
     let parents = [stacked.node(), partial.node(), q.node()];
     let [stacked, partial, q] = [stacked, partial, q].map(|t| t.into_primitive());
-    let (x, saved) = B::depth_mix(stacked.clone(), partial.clone(), q.clone(), key_norm);
+    let (x, saved) = B::depth_mix(
+        stacked.clone(),
+        partial.clone(),
+        q.clone(),
+        key_norm,
+        StackGrad::none(),
+    );
     let kept = Autodiff::<B, C>::from_inner(saved.clone());
     let x = match DepthMix.prepare::<C>(parents).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => prep.finish(([stacked, partial, q, saved], key_norm), x),
+        OpsKind::Tracked(prep) => prep.finish(([stacked, partial, q, saved], key_norm, acc), x),
         OpsKind::UnTracked(prep) => prep.finish(x),
     };
     (x, kept)

@@ -156,10 +156,12 @@ pub fn mix_forward(src: Sources, q: &[f32], key_norm: bool, x: &mut [f32], saved
     });
 }
 
-/// Where [`mix_backward`] writes the sources' gradients: `[K, N, d]` for the stacked ones
-/// and `[N, d]` for the partial sum (if any).
+/// Where [`mix_backward`] writes the sources' gradients: `[K, N, d]` for the stacked ones,
+/// whose first `written` sources' rows already hold a sum that the gradient is added to, and
+/// `[N, d]` for the partial sum (if any).
 pub struct SourceGrads<'a> {
     pub stacked: &'a mut [f32],
+    pub written: usize,
     pub partial: Option<&'a mut [f32]>,
 }
 
@@ -184,6 +186,8 @@ pub fn mix_backward(
     out: SourceGrads,
 ) -> Vec<f32> {
     let (d, n) = (src.d, src.n);
+    // The stacked sources' slots that add to a sum (never the partial sum's, after them).
+    let written = out.written.min(src.completed());
     let rows = d * ROWS_PER_TASK;
     // Each source's gradient cut into the tasks' rows: `slabs[k][task]`.
     let mut slabs: Vec<std::slice::ChunksMut<f32>> = out
@@ -223,9 +227,17 @@ pub fn mix_backward(
                     0.0
                 };
                 let dv = &mut dv[i * d..(i + 1) * d];
-                for c in 0..d {
-                    dv[c] = a * g[c] + along_q * q[c] - along_v * v[c];
-                    t.dq[c] += along_q * v[c];
+                if k < written {
+                    // The old sum plus this step's term, as burn adds registered gradients.
+                    for c in 0..d {
+                        dv[c] += a * g[c] + along_q * q[c] - along_v * v[c];
+                        t.dq[c] += along_q * v[c];
+                    }
+                } else {
+                    for c in 0..d {
+                        dv[c] = a * g[c] + along_q * q[c] - along_v * v[c];
+                        t.dq[c] += along_q * v[c];
+                    }
                 }
             }
         }

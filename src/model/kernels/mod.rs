@@ -85,15 +85,22 @@ pub trait KernelOps: Backend {
     /// zero rows) with logits `v.q / rms(v)` (`v.q` without the key norm), `q` `[d]` ->
     /// (`x` `[N, d]`, what this backend's backward reads of the forward: the softmax
     /// weights, in whatever shape it wants them, or nothing).
+    /// `acc`: where an autodiff backend's backward puts the stacked sources' gradient
+    /// (`stack::StackGrad`; other backends ignore it).
     fn depth_mix(
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
         key_norm: bool,
+        acc: stack::StackGrad,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// The gradients of [`Self::depth_mix`] with respect to `stacked`, `partial` and `q`,
-    /// given what its forward kept (`saved`).
+    /// given what its forward kept (`saved`). The stacked sources' gradient goes into
+    /// `into` `[C, N, d]` (`C >= K`), added to its first `written` slots and written over
+    /// the next `K - written`, and comes back as that whole buffer; an `into` of zero slots
+    /// asks for a fresh `[K, N, d]` instead.
+    #[allow(clippy::too_many_arguments)]
     fn depth_mix_backward(
         grad: FloatTensor<Self>,
         stacked: FloatTensor<Self>,
@@ -101,6 +108,8 @@ pub trait KernelOps: Backend {
         q: FloatTensor<Self>,
         saved: FloatTensor<Self>,
         key_norm: bool,
+        into: FloatTensor<Self>,
+        written: usize,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 
     /// A stack of completed sources grown by one: `stacked` `[K, N, d]` and the next source
@@ -108,10 +117,13 @@ pub trait KernelOps: Backend {
     /// is a view of one buffer with room for `capacity` sources, `v` written into the slot
     /// after `stacked`'s, so that `stacked` must be the latest stack of its buffer: use it
     /// through [`stack::SourceStack`], which pushes onto each stack once.
+    /// `acc` is the stack's gradient buffer, which an autodiff backend's backward hands `v`'s
+    /// slot of (other backends ignore it).
     fn stack_push(
         stacked: FloatTensor<Self>,
         v: FloatTensor<Self>,
         capacity: usize,
+        acc: stack::StackGrad,
     ) -> FloatTensor<Self>;
 
     /// Rotary position embedding, `x cos + rotate_half(x) sin` over the last dimension:

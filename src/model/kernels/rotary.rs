@@ -125,6 +125,7 @@ pub(super) mod tch_kernel {
 
     /// Runs `kernel` over `input` `[B, T, H, hd]` in tasks of rows, into a new tensor; `None`
     /// where the row kernels don't apply (not f32 on the CPU, or an odd `hd`).
+    #[allow(clippy::type_complexity)] // a row kernel's signature
     fn by_rows(
         input: &tch::Tensor,
         cos: &tch::Tensor,

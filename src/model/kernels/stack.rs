@@ -7,22 +7,33 @@
 //!
 //! The buffer's slots past a stack's are free for the next push, so every stack may be
 //! pushed onto once; [`SourceStack`] owns the latest stack and is the only way in.
+//!
+//! Backward, the stack's mixing steps add their gradients for the sources into one buffer of
+//! the same shape, [`StackGrad`], in place, instead of each registering a gradient of its own
+//! `[K, N, d]` for burn to sum: a push hands the slot of the source it pushed to that source.
+//! The sums are the same floats in the same order (each mixing step's backward runs after every
+//! later one, and a push's after every mixing step that reads its source), with one write of
+//! the buffer per step where registering took a fresh tensor and libtorch's add of two.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::{Backend, Dispatch, TensorMetadata, tensor::FloatTensor};
-use burn::tensor::{Shape, Tensor};
+use burn::tensor::{FloatDType, Shape, Tensor};
 
 use super::KernelOps;
-use super::composed::first_dim;
-use super::mix::depth_mix;
+use super::composed::{accumulate_slots, first_dim};
+use super::mix::depth_mix_into;
 
 /// The completed sources of a forward pass so far, `[K, N, d]`.
 pub struct SourceStack {
     stacked: Tensor<3>,
     capacity: usize,
+    grad: StackGrad,
 }
 
 impl SourceStack {
@@ -30,28 +41,145 @@ impl SourceStack {
     pub fn new(first: Tensor<2>, capacity: usize) -> Self {
         let [n, d] = first.dims();
         let empty = Tensor::empty([0, n, d], &first.device());
-        let stacked = push(empty, first, capacity);
-        Self { stacked, capacity }
+        let grad = StackGrad::new(capacity);
+        let stacked = push(empty, first, capacity, &grad);
+        Self {
+            stacked,
+            capacity,
+            grad,
+        }
     }
 
     /// Appends the next completed source `v` `[N, d]`.
     pub fn push(&mut self, v: Tensor<2>) {
-        self.stacked = push(self.stacked.clone(), v, self.capacity);
+        self.stacked = push(self.stacked.clone(), v, self.capacity, &self.grad);
     }
 
     /// One mixing step over the completed sources and the block's partial sum, if any
     /// (`kernels::mix::depth_mix`): `[N, d]`.
     pub fn mix(&self, partial: Option<Tensor<2>>, q: Tensor<1>, key_norm: bool) -> Tensor<2> {
-        depth_mix(self.stacked.clone(), partial, q, key_norm)
+        depth_mix_into(
+            self.stacked.clone(),
+            partial,
+            q,
+            key_norm,
+            self.grad.clone(),
+        )
     }
 }
 
-fn push(stacked: Tensor<3>, v: Tensor<2>, capacity: usize) -> Tensor<3> {
+fn push(stacked: Tensor<3>, v: Tensor<2>, capacity: usize, grad: &StackGrad) -> Tensor<3> {
     Tensor::from_dispatch(<Dispatch as KernelOps>::stack_push(
         stacked.into_dispatch(),
         v.into_dispatch(),
         capacity,
+        grad.clone(),
     ))
+}
+
+/// Where the backward passes of one [`SourceStack`]'s mixing steps add up the gradients of its
+/// sources, `[C, N, d]` (`C` at least the stack's length), in place; or, for a mixing step on
+/// a stack made some other way ([`StackGrad::none`]), nowhere: it registers its own.
+#[derive(Clone, Default)]
+pub struct StackGrad(Option<Arc<Mutex<Accumulated>>>);
+
+/// The buffer (of the autodiff backend's inner backend, whose type the stack does not know)
+/// and how many of its leading slots hold a gradient: always a prefix, since every mixing step
+/// reads the first `K` sources.
+struct Accumulated {
+    buffer: Option<Box<dyn Any + Send>>,
+    written: usize,
+    capacity: usize,
+}
+
+impl std::fmt::Debug for StackGrad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "StackGrad"
+        } else {
+            "StackGrad(none)"
+        })
+    }
+}
+
+impl StackGrad {
+    /// A stack's, for `capacity` sources.
+    pub fn new(capacity: usize) -> Self {
+        Self(Some(Arc::new(Mutex::new(Accumulated {
+            buffer: None,
+            written: 0,
+            capacity,
+        }))))
+    }
+
+    /// For mixing steps whose sources are not a [`SourceStack`]'s.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    pub(super) fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+
+    fn lock(&self) -> Option<std::sync::MutexGuard<'_, Accumulated>> {
+        // A poisoned lock means a backward pass panicked; the buffer is then unused anyway.
+        self.0
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The buffer to add a mixing step's gradients for `like`'s `K` sources into, with room
+    /// for at least `K` (allocated on first use), and the number of slots already written.
+    /// Without a stack: an empty `[0, N, d]`, which asks for a fresh gradient.
+    pub(super) fn take<B: Backend>(&self, like: &FloatTensor<B>) -> (FloatTensor<B>, usize) {
+        let [k, n, d] = like.shape().dims::<3>();
+        let fresh = |slots: usize| {
+            let shape = Shape::new([slots, n, d]);
+            B::float_empty(shape, &like.device(), like.dtype().into())
+        };
+        let Some(mut acc) = self.lock() else {
+            return (fresh(0), 0);
+        };
+        let written = acc.written;
+        let kept = acc
+            .buffer
+            .take()
+            .and_then(|b| b.downcast::<FloatTensor<B>>().ok());
+        let buffer = match kept {
+            Some(b) if b.shape().dims::<3>()[0] >= k => *b,
+            // Room for fewer (a stack longer than its capacity): move into a larger one.
+            Some(b) => accumulate_slots::<B>(fresh(k), 0, first_dim::<B>(*b, 0, written)),
+            None => fresh(acc.capacity.max(k)),
+        };
+        (buffer, written)
+    }
+
+    /// Puts the buffer back after a mixing step wrote its first `k` slots.
+    pub(super) fn put<B: Backend>(&self, buffer: FloatTensor<B>, k: usize) {
+        if let Some(mut acc) = self.lock() {
+            acc.written = acc.written.max(k);
+            acc.buffer = Some(Box::new(buffer));
+        }
+    }
+
+    /// Source `k`'s gradient `[N, d]`: its slot of the buffer (a view), or zeros where no
+    /// mixing step read it.
+    fn slot<B: Backend>(
+        &self,
+        k: usize,
+        [n, d]: [usize; 2],
+        (device, dtype): &(B::Device, FloatDType),
+    ) -> FloatTensor<B> {
+        let shape = Shape::new([n, d]);
+        let buffer = self.lock().and_then(|acc| {
+            let b = acc.buffer.as_ref()?.downcast_ref::<FloatTensor<B>>()?;
+            (k < acc.written).then(|| b.clone())
+        });
+        match buffer {
+            Some(b) => B::float_reshape(first_dim::<B>(b, k, k + 1), shape),
+            None => B::float_zeros(shape, device, *dtype),
+        }
+    }
 }
 
 #[cfg(feature = "tch")]
@@ -97,11 +225,20 @@ pub(super) mod tch_kernel {
 struct StackPush;
 
 impl<B: Backend> Backward<B, 2> for StackPush {
-    /// The stack's length `K` before the push.
-    type State = usize;
+    /// The stack's length `K` before the push, the source's shape and device, and where
+    /// the stack's mixing steps left their gradients.
+    type State = (usize, [usize; 2], (B::Device, FloatDType), StackGrad);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let k = ops.state;
+        let (k, [n, d], like, acc) = ops.state;
+        if acc.is_some() {
+            // Nothing was registered for the stack: its mixing steps wrote into `acc`, and
+            // the earlier sources' slots go to them at their own pushes.
+            if let Some(node) = &ops.parents[1] {
+                grads.register::<B>(node.id, acc.slot::<B>(k, [n, d], &like));
+            }
+            return;
+        }
         let grad = grads.consume::<B>(&ops.node); // [K + 1, N, d]
         let [_, n, d] = grad.shape().dims::<3>();
         let [stacked, v] = ops.parents;
@@ -115,19 +252,22 @@ impl<B: Backend> Backward<B, 2> for StackPush {
     }
 }
 
-/// The autodiff push: the backend's, with [`StackPush`] (slicing the gradient) as its
-/// backward.
+/// The autodiff push: the backend's, with [`StackPush`] (handing the source its slot of the
+/// stack's gradient) as its backward.
 pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     stacked: FloatTensor<Autodiff<B, C>>,
     v: FloatTensor<Autodiff<B, C>>,
     capacity: usize,
+    acc: StackGrad,
 ) -> FloatTensor<Autodiff<B, C>> {
     let parents = [stacked.node(), v.node()];
     let (stacked, v) = (stacked.into_primitive(), v.into_primitive());
     let k = stacked.shape().dims::<3>()[0];
-    let out = B::stack_push(stacked, v, capacity);
+    let [n, d] = v.shape().dims::<2>();
+    let like = (v.device(), v.dtype().into());
+    let out = B::stack_push(stacked, v, capacity, StackGrad::none());
     match StackPush.prepare::<C>(parents).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => prep.finish(k, out),
+        OpsKind::Tracked(prep) => prep.finish((k, [n, d], like, acc), out),
         OpsKind::UnTracked(prep) => prep.finish(out),
     }
 }

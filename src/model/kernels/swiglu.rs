@@ -134,6 +134,7 @@ impl<B: Backend + KernelOps> Backward<B, 2> for SwiGlu {
 
 /// The autodiff forward: the backend's forward, with [`SwiGlu`] as its backward; returns
 /// the product and the sigmoid (a constant, not differentiable).
+#[allow(clippy::type_complexity)] // a pair of autodiff tensors
 pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     a: FloatTensor<Autodiff<B, C>>,
     b: FloatTensor<Autodiff<B, C>>,
