@@ -1,6 +1,9 @@
 //! One benchmark case in a process of its own: the parent sends `step` lines on stdin and
 //! reads back each step's seconds, so that cases are interleaved step by step (drift on a
 //! noisy machine hits them alike) while each process's peak memory (`VmHWM`) stays its own.
+//! Each timed step follows an untimed one of its own: measured, a step right after another
+//! case's ran 7-10 ms slower (tiny inference, batch 16: baseline 30 ms interleaved, 20 ms on
+//! its own), which pulled every ratio towards 1.
 
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -52,6 +55,10 @@ pub fn serve(kind: BackendKind, device: &str, case: &Case) -> anyhow::Result<()>
     for line in std::io::stdin().lock().lines() {
         match line?.trim() {
             "step" => {
+                // Back to back with an untimed step, so that the timed one finds caches,
+                // pages and thread pool warm, as in a training run, rather than cold from
+                // the other cases' steps in between.
+                step()?;
                 let seconds = step()?;
                 writeln!(out, "{seconds}")?;
                 out.flush()?;

@@ -1,7 +1,8 @@
 //! `attnres bench`: step time, throughput, MFU and peak memory of residual variants, per
 //! backend, against a matmul peak measured on this machine. Every case runs in a child
 //! process of its own (so its peak resident memory is its own), and the children step in
-//! turn, round after round, so that a noisy machine's drift hits every case alike. Each case
+//! turn, round after round, so that a noisy machine's drift hits every case alike (each
+//! timed step right after an untimed one of the same case, `child.rs`). Each case
 //! reports the median and quartiles of its step times and, paired round by round, its ratio
 //! to the first case of its size (the baseline).
 
@@ -32,7 +33,8 @@ pub struct BenchArgs {
     pub backend: Vec<BackendKind>,
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// Timed steps per case (after 2 warm-up steps), interleaved across cases.
+    /// Timed steps per case (after 2 warm-up steps), interleaved across cases; each follows
+    /// an untimed step of its own case.
     #[arg(long, default_value_t = 20)]
     pub steps: usize,
     /// Reference model width and depth (ignored with --sizes).
@@ -221,7 +223,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 /// Starts one child per case, warms each up with 2 steps, then runs `args.steps` rounds in
-/// which every case steps once, in turn.
+/// which every case steps twice (untimed, then timed), in turn.
 fn measure_group(
     args: &BenchArgs,
     backend: BackendKind,
@@ -233,10 +235,11 @@ fn measure_group(
         .map(|c| Child::spawn(backend, &args.device, c.clone()))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut times = vec![Vec::with_capacity(args.steps); children.len()];
-    for round in 0..args.steps + 2 {
+    // One warm-up round: each case's first two steps.
+    for round in 0..args.steps + 1 {
         for (child, t) in children.iter_mut().zip(&mut times) {
             let seconds = child.step()?;
-            if round >= 2 {
+            if round >= 1 {
                 t.push(seconds);
             }
         }
@@ -338,7 +341,7 @@ fn print_table(r: &Report) {
         );
     }
     println!(
-        "\nstep ms: median of {} interleaved steps per case; vs baseline: median and quartiles of the per-round ratio to the first case of its size; peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
+        "\nstep ms: median of {} interleaved steps per case, each right after an untimed one; vs baseline: median and quartiles of the per-round ratio to the first case of its size; peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
         r.rows.first().map_or(0, |row| row.steps)
     );
 }
