@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    keep_heap_top();
+    keep_heap();
     let cli = attnres::cli::Cli::parse();
     match attnres::cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -22,29 +22,32 @@ fn main() -> ExitCode {
     }
 }
 
-/// Bytes of free memory glibc's malloc keeps at the top of the heap when it grows or trims it.
-const HEAP_TOP_PAD: i32 = 256 << 20;
-
-/// Asks glibc's malloc to keep [`HEAP_TOP_PAD`] bytes free at the top of its heap (the default
-/// is 128 KiB) unless the user tuned malloc themselves. A forward pass allocates and frees
-/// tensors of hundreds of KB to a few MB; by default the heap gives that memory back to the
-/// system at the end of each pass and faults it in again, zero-filled, in the next, which
-/// cost Block AttnRes inference at `tiny` a third of its time and the baseline at context
-/// 1024 as much (docs/performance.md, "Session 12"). Pages are only resident once touched.
-fn keep_heap_top() {
+/// Asks glibc's malloc (unless the user tuned it themselves) to serve tensors of up to 32 MB
+/// from its heap, never to give the heap's top back to the system, and to grow it 64 MB at a
+/// time. A forward pass allocates and frees tensors of hundreds of KB to tens of MB; by
+/// default the heap was trimmed at the end of each pass and its pages faulted in again,
+/// zero-filled, in the next, and the larger tensors were mapped and unmapped one by one.
+/// Measured (docs/performance.md, "Sessions 11 and 12"): Block AttnRes inference at `tiny`,
+/// batch 16, 1.49-1.58x the baseline before, 1.11-1.16x after; the baseline at the reference
+/// size, context 1024, batch 1, 229 -> 125-176 ms. The price: a process keeps the heap of its
+/// peak, which is what its peak resident memory (`VmHWM`, what `bench` reports) was anyway.
+fn keep_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         let tuned = [
             "MALLOC_TOP_PAD_",
             "MALLOC_TRIM_THRESHOLD_",
+            "MALLOC_MMAP_THRESHOLD_",
             "GLIBC_TUNABLES",
         ]
         .iter()
         .any(|v| std::env::var_os(v).is_some());
         if !tuned {
-            // SAFETY: called before any other thread starts; mallopt only sets a parameter.
+            // SAFETY: called before any other thread starts; mallopt only sets parameters.
             unsafe {
-                libc::mallopt(libc::M_TOP_PAD, HEAP_TOP_PAD);
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+                libc::mallopt(libc::M_TOP_PAD, 64 << 20);
             }
         }
     }
