@@ -1,7 +1,6 @@
 //! The row kernels of one AttnRes mixing step (`kernels::mix`): per token, the logits of
-//! every source, their softmax and the weighted sum in one pass over the sources, and the
-//! backward pass in one more from the softmax weights the forward kept, in tasks of rows on
-//! libtorch's OpenMP threads (`omp.rs`).
+//! every source, their softmax and the weighted sum, and the backward pass from the softmax
+//! weights the forward kept, in tasks of rows on libtorch's OpenMP threads (`omp.rs`).
 
 use super::omp::for_each_task;
 use super::rows::{LANES, ROWS_PER_TASK, has_avx2};
@@ -60,6 +59,103 @@ fn dots<const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
     out
 }
 
+/// Entries of a row the weighted sums and gradient rows below take at a time (two vector
+/// registers of AVX2): all of a token's sources are walked for one such chunk before the next,
+/// so the chunk's running sum stays in registers instead of being loaded and stored once per
+/// source. Each entry's products and adds are the same, in source order.
+const CHUNK: usize = 2 * LANES;
+
+/// `x = sum_k a_k v_k` over a token's source rows `v`, each entry's sum in source order.
+#[inline(always)]
+fn weighted_sum(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
+    let d = x.len();
+    let body = d / CHUNK * CHUNK;
+    for c in (0..body).step_by(CHUNK) {
+        let mut acc = [0.0f32; CHUNK];
+        let v0 = &v[0][c..c + CHUNK];
+        for i in 0..CHUNK {
+            acc[i] = a[0] * v0[i];
+        }
+        for (v, &a) in v[1..].iter().zip(&a[1..]) {
+            let v = &v[c..c + CHUNK];
+            for i in 0..CHUNK {
+                acc[i] += a * v[i];
+            }
+        }
+        x[c..c + CHUNK].copy_from_slice(&acc);
+    }
+    for c in body..d {
+        let mut sum = a[0] * v[0][c];
+        for (v, &a) in v[1..].iter().zip(&a[1..]) {
+            sum += a * v[c];
+        }
+        x[c] = sum;
+    }
+}
+
+/// `[v . q, v . v]` as `dots(v, [q, v])` computes them (`LANES` partial sums each), with
+/// AVX2's 8-lane registers written out when `AVX2` (the caller has checked the CPU): the
+/// compiler paired the two products' lanes in 128-bit registers instead, with a shuffle per
+/// chunk. Each lane's products and sums are the same IEEE operations in the same order.
+#[inline(always)]
+fn dot_and_square<const AVX2: bool>(v: &[f32], q: &[f32]) -> [f32; 2] {
+    let q = &q[..v.len()];
+    let body = v.len() / LANES * LANES;
+    let (mut vq, mut vv) = ([0.0f32; LANES], [0.0f32; LANES]);
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: the caller runs on a CPU with AVX2.
+        unsafe { avx2::dot_and_square(&v[..body], &q[..body], &mut vq, &mut vv) };
+    }
+    if !AVX2 || cfg!(not(target_arch = "x86_64")) {
+        for (vc, qc) in v[..body].chunks_exact(LANES).zip(q.chunks_exact(LANES)) {
+            for i in 0..LANES {
+                vq[i] += vc[i] * qc[i];
+                vv[i] += vc[i] * vc[i];
+            }
+        }
+    }
+    let tail_q: f32 = (body..v.len()).map(|c| v[c] * q[c]).sum();
+    let tail_v: f32 = (body..v.len()).map(|c| v[c] * v[c]).sum();
+    [
+        vq.iter().sum::<f32>() + tail_q,
+        vv.iter().sum::<f32>() + tail_v,
+    ]
+}
+
+/// The AVX2 form of the loops above.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::LANES;
+    use std::arch::x86_64::{
+        _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+
+    /// Lane `i` of `vq` and `vv`: the sums of `v_c q_c` and `v_c v_c` over the entries
+    /// `c = i mod LANES`, in order; `v` and `q` are `LANES` long a chunk, of equal length.
+    #[target_feature(enable = "avx2")]
+    pub fn dot_and_square(v: &[f32], q: &[f32], vq: &mut [f32; LANES], vv: &mut [f32; LANES]) {
+        assert!(v.len() == q.len() && v.len().is_multiple_of(LANES));
+        let (mut aq, mut av) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        for c in (0..v.len()).step_by(LANES) {
+            // SAFETY: `c + LANES <= len` for both slices (asserted above).
+            let (x, y) = unsafe {
+                (
+                    _mm256_loadu_ps(v.as_ptr().add(c)),
+                    _mm256_loadu_ps(q.as_ptr().add(c)),
+                )
+            };
+            aq = _mm256_add_ps(aq, _mm256_mul_ps(x, y));
+            av = _mm256_add_ps(av, _mm256_mul_ps(x, x));
+        }
+        // SAFETY: each array holds `LANES` = 8 floats.
+        unsafe {
+            _mm256_storeu_ps(vq.as_mut_ptr(), aq);
+            _mm256_storeu_ps(vv.as_mut_ptr(), av);
+        }
+    }
+}
+
 /// Floats a mixing step's forward keeps per (token, source) for its backward: the
 /// softmax weight `a`, the logit's dot product `s = v.q` and `u = 1/rms(v)`, in that order.
 pub const SAVED: usize = 3;
@@ -81,22 +177,20 @@ impl Weights {
         }
     }
 
-    /// Computes the weights of token `r` in one pass over its sources.
+    /// Computes the weights of token `r`.
     #[inline(always)]
-    fn of_token(&mut self, src: &Sources, r: usize, q: &[f32], key_norm: bool) {
-        let mut max = f32::NEG_INFINITY;
+    fn of_token<const AVX2: bool>(&mut self, src: &Sources, r: usize, q: &[f32], key_norm: bool) {
+        // The dot products first, then the RMS and logits of all sources in a loop of their
+        // own, whose square roots and divisions the CPU overlaps (or vectorizes) across the
+        // sources instead of waiting on each source's in turn.
         for k in 0..self.a.len() {
-            let v = src.row(k, r);
-            let [vq, vv] = dots(v, [q, v]);
-            self.s[k] = vq;
-            self.u[k] = if key_norm {
-                inv_rms_of(vv, v.len())
-            } else {
-                1.0
-            };
-            self.a[k] = vq * self.u[k];
-            max = max.max(self.a[k]);
+            [self.s[k], self.u[k]] = dot_and_square::<AVX2>(src.row(k, r), q);
         }
+        for (u, (a, s)) in self.u.iter_mut().zip(self.a.iter_mut().zip(&self.s)) {
+            *u = if key_norm { inv_rms_of(*u, src.d) } else { 1.0 };
+            *a = s * *u;
+        }
+        let max = self.a.iter().fold(f32::NEG_INFINITY, |m, &a| m.max(a));
         let mut sum = 0.0f32;
         for a in self.a.iter_mut() {
             *a = (*a - max).exp();
@@ -152,7 +246,7 @@ pub fn mix_forward(src: Sources, q: &[f32], key_norm: bool, x: &mut [f32], saved
             // SAFETY: this CPU has AVX2.
             return unsafe { forward_rows_avx2(rows, x, saved) };
         }
-        forward_rows(rows, x, saved)
+        forward_rows::<false>(rows, x, saved)
     });
 }
 
@@ -170,30 +264,26 @@ struct Task<'a> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn forward_rows_avx2(t: Task, x: &mut [f32], saved: &mut [f32]) {
-    forward_rows(t, x, saved)
+    forward_rows::<true>(t, x, saved)
 }
 
 /// One task's rows of [`mix_forward`].
 #[inline(always)]
-fn forward_rows(t: Task, x: &mut [f32], saved: &mut [f32]) {
+fn forward_rows<const AVX2: bool>(t: Task, x: &mut [f32], saved: &mut [f32]) {
     let (src, d) = (t.src, t.src.d);
     let sources = src.count();
     let mut w = Weights::new(sources);
+    let mut v: Vec<&[f32]> = Vec::with_capacity(sources);
     let rows = x
         .chunks_exact_mut(d)
         .zip(saved.chunks_exact_mut(sources * SAVED));
     for (i, (x, saved)) in rows.enumerate() {
         let r = t.task * ROWS_PER_TASK + i;
-        w.of_token(&src, r, t.q, t.key_norm);
+        w.of_token::<AVX2>(&src, r, t.q, t.key_norm);
         w.save(saved);
-        for (x, v) in x.iter_mut().zip(src.row(0, r)) {
-            *x = w.a[0] * v;
-        }
-        for (k, &a) in w.a.iter().enumerate().skip(1) {
-            for (x, v) in x.iter_mut().zip(src.row(k, r)) {
-                *x += a * v;
-            }
-        }
+        v.clear();
+        v.extend((0..sources).map(|k| src.row(k, r)));
+        weighted_sum(x, &v, &w.a);
     }
 }
 
@@ -282,36 +372,91 @@ fn backward_rows(t: Task, g: &[f32], saved: &[f32], written: usize, grads: &mut 
     let sources = src.count();
     let mut w = Weights::new(sources);
     let mut gv = vec![0.0f32; sources];
+    let mut terms = vec![Term::default(); sources];
+    let mut v: Vec<&[f32]> = Vec::with_capacity(sources);
     for i in 0..grads.dv[0].len() / d {
         let r = task * ROWS_PER_TASK + i;
         let g = &g[r * d..(r + 1) * d];
         w.load(&saved[r * sources * SAVED..(r + 1) * sources * SAVED]);
-        for (k, gv) in gv.iter_mut().enumerate() {
-            [*gv] = dots(src.row(k, r), [g]);
+        v.clear();
+        v.extend((0..sources).map(|k| src.row(k, r)));
+        for (gv, v) in gv.iter_mut().zip(&v) {
+            [*gv] = dots(v, [g]);
         }
         let gx: f32 = w.a.iter().zip(&gv).map(|(a, gv)| a * gv).sum();
-        for (k, dv) in grads.dv.iter_mut().enumerate() {
-            let (v, a, u) = (src.row(k, r), w.a[k], w.u[k]);
+        for (k, term) in terms.iter_mut().enumerate() {
+            let (a, u) = (w.a[k], w.u[k]);
             let dz = a * (gv[k] - gx);
-            let along_q = dz * u;
-            let along_v = if key_norm {
-                dz * w.s[k] * u * u * u / d as f32
-            } else {
-                0.0
+            *term = Term {
+                a,
+                along_q: dz * u,
+                along_v: if key_norm {
+                    dz * w.s[k] * u * u * u / d as f32
+                } else {
+                    0.0
+                },
             };
-            let dv = &mut dv[i * d..(i + 1) * d];
+        }
+        let rows = Rows { g, q, v: &v };
+        gradient_rows(rows, &terms, written, (&mut grads.dv, i * d), &mut grads.dq);
+    }
+}
+
+/// One source's coefficients in its gradient row `dv = a g + along_q q - along_v v` and in
+/// `dq += along_q v`.
+#[derive(Clone, Copy, Default)]
+struct Term {
+    a: f32,
+    along_q: f32,
+    along_v: f32,
+}
+
+/// The rows a token's gradient rows are made of: `g`, `q` and its source rows `v`.
+struct Rows<'a> {
+    g: &'a [f32],
+    q: &'a [f32],
+    v: &'a [&'a [f32]],
+}
+
+/// Writes each source's gradient row of one token into its rows of `dv` from entry `at`
+/// (added to the first `written` rows' old sums, as burn adds registered gradients) and adds
+/// their terms to `dq`, each entry's in source order.
+#[inline(always)]
+fn gradient_rows(
+    rows: Rows,
+    terms: &[Term],
+    written: usize,
+    (dv, at): (&mut [&mut [f32]], usize),
+    dq: &mut [f32],
+) {
+    let d = dq.len();
+    let body = d / CHUNK * CHUNK;
+    for c in (0..body).step_by(CHUNK) {
+        let mut acc = [0.0f32; CHUNK];
+        acc.copy_from_slice(&dq[c..c + CHUNK]);
+        let (g, q) = (&rows.g[c..c + CHUNK], &rows.q[c..c + CHUNK]);
+        for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
+            let (dv, v) = (&mut dv[at + c..at + c + CHUNK], &v[c..c + CHUNK]);
             if k < written {
-                // The old sum plus this step's term, as burn adds registered gradients.
-                for c in 0..d {
-                    dv[c] += a * g[c] + along_q * q[c] - along_v * v[c];
-                    grads.dq[c] += along_q * v[c];
+                for i in 0..CHUNK {
+                    dv[i] += t.a * g[i] + t.along_q * q[i] - t.along_v * v[i];
+                    acc[i] += t.along_q * v[i];
                 }
             } else {
-                for c in 0..d {
-                    dv[c] = a * g[c] + along_q * q[c] - along_v * v[c];
-                    grads.dq[c] += along_q * v[c];
+                for i in 0..CHUNK {
+                    dv[i] = t.a * g[i] + t.along_q * q[i] - t.along_v * v[i];
+                    acc[i] += t.along_q * v[i];
                 }
             }
+        }
+        dq[c..c + CHUNK].copy_from_slice(&acc);
+    }
+    for c in body..d {
+        for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
+            let term = t.a * rows.g[c] + t.along_q * rows.q[c] - t.along_v * v[c];
+            let dv = &mut dv[at + c];
+            *dv = if k < written { *dv + term } else { term };
+            dq[c] += t.along_q * v[c];
         }
     }
 }
@@ -327,5 +472,93 @@ mod tests {
         let v: Vec<f32> = (0..13).map(|i| i as f32 * 0.3 - 1.7).collect();
         let [vv] = dots(&v, [&v]);
         assert!((inv_rms_of(vv, v.len()) - inv_rms(&v, true)).abs() < 1e-6);
+    }
+
+    /// A row of `n` floats of mixed signs and magnitudes, different per `seed`.
+    fn row(n: usize, seed: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 250.0 - 2.0)
+            .map(|x| x * x * x)
+            .collect()
+    }
+
+    /// The AVX2 and portable forms of `[v.q, v.v]` give `dots(v, [q, v])`'s floats exactly,
+    /// with and without a tail of fewer than `LANES` entries.
+    #[test]
+    fn dot_and_square_forms_agree_bit_for_bit() {
+        for n in [8, 13, 64, 67, 96, 256] {
+            let (v, q) = (row(n, 1), row(n, 2));
+            let want = dots(&v, [&q, &v]).map(f32::to_bits);
+            assert_eq!(
+                dot_and_square::<false>(&v, &q).map(f32::to_bits),
+                want,
+                "d {n}"
+            );
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                assert_eq!(
+                    dot_and_square::<true>(&v, &q).map(f32::to_bits),
+                    want,
+                    "d {n}"
+                );
+            }
+        }
+    }
+
+    /// The forward's weights and sum equal those of the loops it replaced (the sum source by
+    /// source over whole rows), bit for bit, on the AVX2 path where the CPU has it and on the
+    /// portable one.
+    #[test]
+    fn forward_rows_equal_the_source_by_source_sums() {
+        let (n, d, k) = (ROWS_PER_TASK, 72, 5);
+        let stacked: Vec<f32> = (0..k).flat_map(|j| row(n * d, 10 + j as u32)).collect();
+        let partial = row(n * d, 99);
+        let q = row(d, 7);
+        let src = Sources {
+            stacked: &stacked,
+            partial: Some(&partial),
+            n,
+            d,
+        };
+        let task = Task {
+            src,
+            q: &q,
+            key_norm: true,
+            task: 0,
+        };
+        let mut want = vec![0.0f32; n * d];
+        for (r, x) in want.chunks_exact_mut(d).enumerate() {
+            let mut w = Weights::new(k + 1);
+            w.of_token::<false>(&src, r, &q, true);
+            for (x, v) in x.iter_mut().zip(src.row(0, r)) {
+                *x = w.a[0] * v;
+            }
+            for (j, &a) in w.a.iter().enumerate().skip(1) {
+                for (x, v) in x.iter_mut().zip(src.row(j, r)) {
+                    *x += a * v;
+                }
+            }
+        }
+        let run = |avx2: bool| {
+            let (mut x, mut saved) = (vec![0.0f32; n * d], vec![0.0f32; n * (k + 1) * SAVED]);
+            #[cfg(target_arch = "x86_64")]
+            if avx2 {
+                // SAFETY: only called where the CPU has AVX2.
+                unsafe { forward_rows_avx2(task, &mut x, &mut saved) };
+                return (x, saved);
+            }
+            assert!(!avx2);
+            forward_rows::<false>(task, &mut x, &mut saved);
+            (x, saved)
+        };
+        let bits = |x: &[f32]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let (x, saved) = run(false);
+        assert_eq!(bits(&x), bits(&want));
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            let (x2, saved2) = run(true);
+            assert_eq!(bits(&x2), bits(&want));
+            assert_eq!(bits(&saved2), bits(&saved));
+        }
     }
 }
