@@ -143,23 +143,26 @@ fn model_json_has_counts_per_variant() {
     assert_ne!(rows[0], rows[1]);
 }
 
+/// `bench` at a reference size small enough for a test: 2 timed steps.
+const TINY_BENCH: [&str; 13] = [
+    "bench",
+    "--backend",
+    "tch",
+    "--steps",
+    "2",
+    "--d-model",
+    "64",
+    "--n-blocks",
+    "1",
+    "--context",
+    "16",
+    "--batch-size",
+    "2",
+];
+
 #[test]
 fn bench_reports_speed_and_memory_per_variant() {
-    let out = ok(&[
-        "bench",
-        "--backend",
-        "tch",
-        "--steps",
-        "2",
-        "--d-model",
-        "64",
-        "--n-blocks",
-        "1",
-        "--context",
-        "16",
-        "--batch-size",
-        "2",
-    ]);
+    let out = ok(&TINY_BENCH);
     for variant in ["baseline", "full", "block S=4"] {
         let row = out
             .lines()
@@ -174,6 +177,48 @@ fn bench_reports_speed_and_memory_per_variant() {
         assert!(row.contains("MB"), "no memory in: {row}");
     }
     assert!(out.contains("median of 2 interleaved steps"), "{out}");
+}
+
+/// `--against` runs every case in a second binary too (here the same one), its row's ratio
+/// taken to this binary's same case; a missing binary is refused with exit 2 before any
+/// child starts.
+#[test]
+fn bench_against_another_binary_pairs_every_case() {
+    let me = env!("CARGO_BIN_EXE_attnres");
+    let out = ok(&[&TINY_BENCH[..], &["--against", me, "--json"]].concat());
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let rows = report["rows"].as_array().unwrap();
+    let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(
+        labels,
+        [
+            "baseline",
+            "baseline",
+            "full",
+            "full",
+            "block S=4",
+            "block S=4"
+        ]
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let other = r["binary"].as_str();
+        assert_eq!(other.is_some(), i % 2 == 1, "row {i}: {r}");
+        assert_eq!(r["steps"], 2);
+        let ratio = r["vs_baseline_median"].as_f64().unwrap();
+        assert!(ratio.is_finite() && ratio > 0.0, "row {i}: {r}");
+    }
+    let missing = attnres()
+        .args([
+            "bench",
+            "--backend",
+            "tch",
+            "--against",
+            "/nonexistent/attnres",
+        ])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&missing.get_output().stderr).to_string();
+    assert!(err.contains("--against /nonexistent/attnres"), "{err}");
 }
 
 /// `--sizes` benches a sweep's own sizes and arms; `--inference` times the inference path;

@@ -138,9 +138,18 @@ pub struct Child {
 }
 
 impl Child {
-    /// Starts `attnres bench --serve` for `case` and waits until it has built its model.
-    pub fn spawn(kind: BackendKind, device: &str, case: Case) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("locating the attnres binary")?;
+    /// Starts `attnres bench --serve` for `case` in `binary` (this attnres binary when
+    /// `None`) and waits until it has built its model.
+    pub fn spawn(
+        kind: BackendKind,
+        device: &str,
+        case: Case,
+        binary: Option<&std::path::Path>,
+    ) -> anyhow::Result<Self> {
+        let exe = match binary {
+            Some(path) => path.to_path_buf(),
+            None => std::env::current_exe().context("locating the attnres binary")?,
+        };
         let mut process = std::process::Command::new(exe)
             .args(["bench", "--backend", kind.name(), "--device", device])
             .args(["--serve", &serde_json::to_string(&case)?])

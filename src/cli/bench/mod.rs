@@ -4,11 +4,13 @@
 //! turn, round after round, so that a noisy machine's drift hits every case alike (each
 //! timed step right after an untimed one of the same case, `child.rs`). Each case
 //! reports the median and quartiles of its step times and, paired round by round, its ratio
-//! to the first case of its size (the baseline).
+//! to the first case of its size (the baseline). With `--against`, another build runs every
+//! case too, its child stepping beside this build's of the same case, for before-and-after
+//! comparisons that the machine's drift between two runs would otherwise swamp.
 
 mod child;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -61,6 +63,12 @@ pub struct BenchArgs {
     /// CPU threads per case (default: the backend's own choice).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Another attnres binary to compare with (the build before a change, say): every case
+    /// also runs in a child of that binary, stepping right after this binary's child of the
+    /// same case (right before it every other round), and its row's ratio is to that case
+    /// here, round by round. It must serve bench's children as this build does.
+    #[arg(long, value_name = "BINARY")]
+    pub against: Option<PathBuf>,
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -86,8 +94,10 @@ struct Row {
     step_s_max: f64,
     tokens_per_s: f64,
     mfu: f64,
-    /// Median over rounds of this case's step time over the baseline's in the same round,
-    /// with its quartiles.
+    /// The `--against` binary this row's child ran, if not this one.
+    binary: Option<String>,
+    /// Median over rounds of this case's step time over the baseline's in the same round
+    /// (for an `--against` row: over this binary's same case), with its quartiles.
     vs_baseline_median: f64,
     vs_baseline_p25: f64,
     vs_baseline_p75: f64,
@@ -178,6 +188,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .unwrap_or_else(BackendKind::preferred);
         return child::serve(kind(backend.name())?, &args.device, &case);
     }
+    if let Some(other) = &args.against
+        && !other.is_file()
+    {
+        anyhow::bail!(InputError(format!(
+            "--against {}: no such file; give the path of another attnres binary",
+            other.display()
+        )));
+    }
     let groups = match &args.sizes {
         Some(path) => sweep_cases(&args, path)?,
         None => vec![reference_cases(&args)],
@@ -222,33 +240,51 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts one child per case, warms each up with 2 steps, then runs `args.steps` rounds in
-/// which every case steps twice (untimed, then timed), in turn.
+/// Starts one child per case (two with `--against`: this binary's, then the other's),
+/// warms each up with 2 steps, then runs `args.steps` rounds in which every child steps
+/// twice (untimed, then timed), in turn; a case's two children swap places every round.
 fn measure_group(
     args: &BenchArgs,
     backend: BackendKind,
     cases: &[Case],
     peak: f64,
 ) -> anyhow::Result<Vec<Row>> {
-    let mut children = cases
-        .iter()
-        .map(|c| Child::spawn(backend, &args.device, c.clone()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let binaries: Vec<Option<&Path>> = std::iter::once(None)
+        .chain(args.against.as_deref().map(Some))
+        .collect();
+    let per_case = binaries.len();
+    let mut children = Vec::new();
+    for case in cases {
+        for &binary in &binaries {
+            children.push(Child::spawn(backend, &args.device, case.clone(), binary)?);
+        }
+    }
     let mut times = vec![Vec::with_capacity(args.steps); children.len()];
     // One warm-up round: each case's first two steps.
     for round in 0..args.steps + 1 {
-        for (child, t) in children.iter_mut().zip(&mut times) {
-            let seconds = child.step()?;
-            if round >= 1 {
-                t.push(seconds);
+        for case in 0..cases.len() {
+            for j in 0..per_case {
+                let j = if round % 2 == 1 { per_case - 1 - j } else { j };
+                let i = case * per_case + j;
+                let seconds = children[i].step()?;
+                if round >= 1 {
+                    times[i].push(seconds);
+                }
             }
         }
     }
     let mut rows = Vec::new();
-    for (child, t) in children.into_iter().zip(&times) {
+    for (i, (child, t)) in children.into_iter().zip(&times).enumerate() {
         let case = child.case.clone();
         let ended = child.end()?;
-        rows.push(row(&case, t, &times[0], ended.peak_bytes, peak));
+        // This binary's rows against the baseline; the other's against the same case here.
+        let (against, binary) = match i % per_case {
+            0 => (&times[0], None),
+            _ => (&times[i - 1], args.against.as_ref()),
+        };
+        let mut row = row(&case, t, against, ended.peak_bytes, peak);
+        row.binary = binary.map(|b| b.display().to_string());
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -282,6 +318,7 @@ fn row(case: &Case, times: &[f64], baseline: &[f64], peak_bytes: Option<f64>, pe
         step_s_p75: percentile(&t, 0.75),
         step_s_min: t[0],
         step_s_max: t[t.len() - 1],
+        binary: None,
         tokens_per_s: tokens / median,
         mfu: flops * tokens / median / peak,
         vs_baseline_median: percentile(&ratios, 0.5),
@@ -310,8 +347,19 @@ fn print_table(r: &Report) {
         r.mode,
         r.matmul_peak_flops / 1e9
     );
+    let label = |row: &Row| match &row.binary {
+        Some(_) => format!("{} @other", row.label),
+        None => row.label.clone(),
+    };
+    let width = r
+        .rows
+        .iter()
+        .map(|row| label(row).len())
+        .max()
+        .unwrap_or(0)
+        .max(12);
     println!(
-        "{:<10} {:<12} {:>9} {:>17} {:>10} {:>6} {:>21} {:>9} {:>9}",
+        "{:<10} {:<width$} {:>9} {:>17} {:>10} {:>6} {:>21} {:>9} {:>9}",
         "size",
         "variant",
         "step ms",
@@ -325,9 +373,9 @@ fn print_table(r: &Report) {
     for row in &r.rows {
         let mem = |b: Option<f64>| b.filter(|b| b.is_finite()).map_or("-".into(), bytes_text);
         println!(
-            "{:<10} {:<12} {:>9.2} {:>17} {:>10.0} {:>5.1}% {:>21} {:>9} {:>9}",
+            "{:<10} {:<width$} {:>9.2} {:>17} {:>10.0} {:>5.1}% {:>21} {:>9} {:>9}",
             row.size,
-            row.label,
+            label(row),
             row.step_s_median * 1e3,
             format!("{:.2}-{:.2}", row.step_s_p25 * 1e3, row.step_s_p75 * 1e3),
             row.tokens_per_s,
@@ -344,6 +392,11 @@ fn print_table(r: &Report) {
         "\nstep ms: median of {} interleaved steps per case, each right after an untimed one; vs baseline: median and quartiles of the per-round ratio to the first case of its size; peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
         r.rows.first().map_or(0, |row| row.steps)
     );
+    if let Some(other) = r.rows.iter().find_map(|row| row.binary.as_ref()) {
+        println!(
+            "@other: the same case in {other}, its steps beside this binary's (swapping places every round); its vs baseline is its ratio to this binary's same case\n"
+        );
+    }
 }
 
 /// Best-of-5 throughput of a 1024 x 1024 x 1024 matmul in the device's float type, in FLOP/s.
