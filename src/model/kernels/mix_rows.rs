@@ -27,6 +27,12 @@ impl<'a> Sources<'a> {
         self.completed() + usize::from(self.partial.is_some())
     }
 
+    /// Every source's row for token `r`, into `out` (cleared first).
+    fn rows_of(&self, r: usize, out: &mut Vec<&'a [f32]>) {
+        out.clear();
+        out.extend((0..self.count()).map(|k| self.row(k, r)));
+    }
+
     /// Source `k`'s row for token `r`.
     #[inline(always)]
     fn row(&self, k: usize, r: usize) -> &'a [f32] {
@@ -93,37 +99,30 @@ fn weighted_sum(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
     }
 }
 
-/// `[v . q, v . v]` as `dots(v, [q, v])` computes them (`LANES` partial sums each), with
-/// AVX2's 8-lane registers written out when `AVX2` (the caller has checked the CPU): the
-/// compiler paired the two products' lanes in 128-bit registers instead, with a shuffle per
-/// chunk. Each lane's products and sums are the same IEEE operations in the same order.
+/// `[v . q, v . v]`: `dots(v, [q, v])`, with AVX2's 8-lane registers written out when
+/// `AVX2` (the caller has checked the CPU), where the compiler paired the two products'
+/// lanes in 128-bit registers instead, with a shuffle per chunk. Each lane's products and
+/// sums are the same IEEE operations in the same order.
 #[inline(always)]
 fn dot_and_square<const AVX2: bool>(v: &[f32], q: &[f32]) -> [f32; 2] {
-    let q = &q[..v.len()];
-    let body = v.len() / LANES * LANES;
-    let (mut vq, mut vv) = ([0.0f32; LANES], [0.0f32; LANES]);
     #[cfg(target_arch = "x86_64")]
     if AVX2 {
+        let q = &q[..v.len()];
+        let body = v.len() / LANES * LANES;
+        let (mut vq, mut vv) = ([0.0f32; LANES], [0.0f32; LANES]);
         // SAFETY: the caller runs on a CPU with AVX2.
         unsafe { avx2::dot_and_square(&v[..body], &q[..body], &mut vq, &mut vv) };
+        let tail_q: f32 = (body..v.len()).map(|c| v[c] * q[c]).sum();
+        let tail_v: f32 = (body..v.len()).map(|c| v[c] * v[c]).sum();
+        return [
+            vq.iter().sum::<f32>() + tail_q,
+            vv.iter().sum::<f32>() + tail_v,
+        ];
     }
-    if !AVX2 || cfg!(not(target_arch = "x86_64")) {
-        for (vc, qc) in v[..body].chunks_exact(LANES).zip(q.chunks_exact(LANES)) {
-            for i in 0..LANES {
-                vq[i] += vc[i] * qc[i];
-                vv[i] += vc[i] * vc[i];
-            }
-        }
-    }
-    let tail_q: f32 = (body..v.len()).map(|c| v[c] * q[c]).sum();
-    let tail_v: f32 = (body..v.len()).map(|c| v[c] * v[c]).sum();
-    [
-        vq.iter().sum::<f32>() + tail_q,
-        vv.iter().sum::<f32>() + tail_v,
-    ]
+    dots(v, [q, v])
 }
 
-/// The AVX2 form of the loops above.
+/// The AVX2 form of `dots(v, [q, v])`'s loop.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::LANES;
@@ -177,17 +176,18 @@ impl Weights {
         }
     }
 
-    /// Computes the weights of token `r`.
+    /// Computes the weights of one token from its source rows `v` and the query `q` (`d`).
     #[inline(always)]
-    fn of_token<const AVX2: bool>(&mut self, src: &Sources, r: usize, q: &[f32], key_norm: bool) {
+    fn of_token<const AVX2: bool>(&mut self, v: &[&[f32]], q: &[f32], key_norm: bool) {
+        let d = q.len();
         // The dot products first, then the RMS and logits of all sources in a loop of their
         // own, whose square roots and divisions the CPU overlaps (or vectorizes) across the
         // sources instead of waiting on each source's in turn.
-        for k in 0..self.a.len() {
-            [self.s[k], self.u[k]] = dot_and_square::<AVX2>(src.row(k, r), q);
+        for (k, v) in v.iter().enumerate() {
+            [self.s[k], self.u[k]] = dot_and_square::<AVX2>(v, q);
         }
         for (u, (a, s)) in self.u.iter_mut().zip(self.a.iter_mut().zip(&self.s)) {
-            *u = if key_norm { inv_rms_of(*u, src.d) } else { 1.0 };
+            *u = if key_norm { inv_rms_of(*u, d) } else { 1.0 };
             *a = s * *u;
         }
         let max = self.a.iter().fold(f32::NEG_INFINITY, |m, &a| m.max(a));
@@ -279,10 +279,9 @@ fn forward_rows<const AVX2: bool>(t: Task, x: &mut [f32], saved: &mut [f32]) {
         .zip(saved.chunks_exact_mut(sources * SAVED));
     for (i, (x, saved)) in rows.enumerate() {
         let r = t.task * ROWS_PER_TASK + i;
-        w.of_token::<AVX2>(&src, r, t.q, t.key_norm);
+        src.rows_of(r, &mut v);
+        w.of_token::<AVX2>(&v, t.q, t.key_norm);
         w.save(saved);
-        v.clear();
-        v.extend((0..sources).map(|k| src.row(k, r)));
         weighted_sum(x, &v, &w.a);
     }
 }
@@ -378,8 +377,7 @@ fn backward_rows(t: Task, g: &[f32], saved: &[f32], written: usize, grads: &mut 
         let r = task * ROWS_PER_TASK + i;
         let g = &g[r * d..(r + 1) * d];
         w.load(&saved[r * sources * SAVED..(r + 1) * sources * SAVED]);
-        v.clear();
-        v.extend((0..sources).map(|k| src.row(k, r)));
+        src.rows_of(r, &mut v);
         for (gv, v) in gv.iter_mut().zip(&v) {
             [*gv] = dots(v, [g]);
         }
@@ -398,7 +396,7 @@ fn backward_rows(t: Task, g: &[f32], saved: &[f32], written: usize, grads: &mut 
             };
         }
         let rows = Rows { g, q, v: &v };
-        gradient_rows(rows, &terms, written, (&mut grads.dv, i * d), &mut grads.dq);
+        gradient_rows(rows, &terms, written, &mut grads.dv, i * d, &mut grads.dq);
     }
 }
 
@@ -426,7 +424,8 @@ fn gradient_rows(
     rows: Rows,
     terms: &[Term],
     written: usize,
-    (dv, at): (&mut [&mut [f32]], usize),
+    dv: &mut [&mut [f32]],
+    at: usize,
     dq: &mut [f32],
 ) {
     let d = dq.len();
@@ -529,7 +528,9 @@ mod tests {
         let mut want = vec![0.0f32; n * d];
         for (r, x) in want.chunks_exact_mut(d).enumerate() {
             let mut w = Weights::new(k + 1);
-            w.of_token::<false>(&src, r, &q, true);
+            let mut v = Vec::new();
+            src.rows_of(r, &mut v);
+            w.of_token::<false>(&v, &q, true);
             for (x, v) in x.iter_mut().zip(src.row(0, r)) {
                 *x = w.a[0] * v;
             }
