@@ -71,12 +71,30 @@ fn dots<const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
 /// source. Each entry's products and adds are the same, in source order.
 const CHUNK: usize = 2 * LANES;
 
-/// `x = sum_k a_k v_k` over a token's source rows `v`, each entry's sum in source order.
+/// Where the portable loops over a row's first `body` entries start when the AVX2 form
+/// (x86-64 only) has done them.
 #[inline(always)]
-fn weighted_sum(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
+fn done_in_avx2<const AVX2: bool>(body: usize) -> usize {
+    if AVX2 && cfg!(target_arch = "x86_64") {
+        body
+    } else {
+        0
+    }
+}
+
+/// `x = sum_k a_k v_k` over a token's source rows `v`, each entry's sum in source order, in
+/// AVX2 registers written out when `AVX2` (the caller has checked the CPU).
+#[inline(always)]
+fn weighted_sum<const AVX2: bool>(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
     let d = x.len();
     let body = d / CHUNK * CHUNK;
-    for c in (0..body).step_by(CHUNK) {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: the caller runs on a CPU with AVX2.
+        unsafe { avx2::weighted_sum(&mut x[..body], v, a) };
+    }
+    // The chunks the AVX2 form has not taken: all of them without it.
+    for c in (done_in_avx2::<AVX2>(body)..body).step_by(CHUNK) {
         let mut acc = [0.0f32; CHUNK];
         let v0 = &v[0][c..c + CHUNK];
         for i in 0..CHUNK {
@@ -97,6 +115,23 @@ fn weighted_sum(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
         }
         x[c] = sum;
     }
+}
+
+/// `v . g`: `dots(v, [g])`, in AVX2 registers written out when `AVX2`.
+#[inline(always)]
+fn dot<const AVX2: bool>(v: &[f32], g: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        let g = &g[..v.len()];
+        let body = v.len() / LANES * LANES;
+        let mut lanes = [0.0f32; LANES];
+        // SAFETY: the caller runs on a CPU with AVX2.
+        unsafe { avx2::dot(&v[..body], &g[..body], &mut lanes) };
+        let tail: f32 = (body..v.len()).map(|c| v[c] * g[c]).sum();
+        return lanes.iter().sum::<f32>() + tail;
+    }
+    let [out] = dots(v, [g]);
+    out
 }
 
 /// `[v . q, v . v]`: `dots(v, [q, v])`, with AVX2's 8-lane registers written out when
@@ -122,17 +157,139 @@ fn dot_and_square<const AVX2: bool>(v: &[f32], q: &[f32]) -> [f32; 2] {
     dots(v, [q, v])
 }
 
-/// The AVX2 form of `dots(v, [q, v])`'s loop.
+/// The AVX2 forms of the kernels' inner loops, in intrinsics where the compiler's own
+/// vectorization kept running sums in memory or split registers in halves: no fused
+/// multiply-add, and each lane the same IEEE operations in the same order as the portable loops.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::LANES;
+    use super::{CHUNK, LANES, Rows, Term};
     use std::arch::x86_64::{
-        _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+        __m256, _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_setzero_ps,
+        _mm256_storeu_ps, _mm256_sub_ps,
     };
+
+    /// The 8 floats from `p`.
+    ///
+    /// # Safety
+    /// `p` points at 8 readable floats; the CPU has AVX.
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m256 {
+        // SAFETY: as the caller promised.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+
+    /// Writes `x` to the 8 floats from `p`.
+    ///
+    /// # Safety
+    /// `p` points at 8 writable floats; the CPU has AVX.
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, x: __m256) {
+        // SAFETY: as the caller promised.
+        unsafe { _mm256_storeu_ps(p, x) }
+    }
+
+    /// Lane `i` of `out`: the sum of `v_c g_c` over the entries `c = i mod LANES`, in order,
+    /// as `dots(v, [g])`'s accumulator; `v` and `g` are `LANES` long a chunk, of equal length.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub fn dot(v: &[f32], g: &[f32], out: &mut [f32; LANES]) {
+        assert!(v.len() == g.len() && v.len().is_multiple_of(LANES));
+        let mut acc = _mm256_setzero_ps();
+        for c in (0..v.len()).step_by(LANES) {
+            // SAFETY: `c + LANES <= len` for both (asserted above).
+            let (x, y) = unsafe { (load(v.as_ptr().add(c)), load(g.as_ptr().add(c))) };
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(x, y));
+        }
+        // SAFETY: `out` holds `LANES` floats.
+        unsafe { store(out.as_mut_ptr(), acc) };
+    }
+
+    /// `weighted_sum`'s chunks: `x = a_0 v_0 + a_1 v_1 + ...` entry by entry, in source order
+    /// (`x` is `CHUNK` long a chunk; every row of `v` at least as long).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub fn weighted_sum(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
+        let n = x.len();
+        assert!(n.is_multiple_of(CHUNK) && v.len() == a.len() && !v.is_empty());
+        assert!(v.iter().all(|v| v.len() >= n));
+        for c in (0..n).step_by(CHUNK) {
+            // SAFETY: every row is at least `n` long (asserted) and `c + CHUNK <= n`.
+            unsafe {
+                let a0 = _mm256_set1_ps(a[0]);
+                let p = v[0].as_ptr().add(c);
+                let mut lo = _mm256_mul_ps(a0, load(p));
+                let mut hi = _mm256_mul_ps(a0, load(p.add(LANES)));
+                for (v, &a) in v[1..].iter().zip(&a[1..]) {
+                    let (a, p) = (_mm256_set1_ps(a), v.as_ptr().add(c));
+                    lo = _mm256_add_ps(lo, _mm256_mul_ps(a, load(p)));
+                    hi = _mm256_add_ps(hi, _mm256_mul_ps(a, load(p.add(LANES))));
+                }
+                store(x.as_mut_ptr().add(c), lo);
+                store(x.as_mut_ptr().add(c + LANES), hi);
+            }
+        }
+    }
+
+    /// `gradient_rows`'s chunks, entries `..body` (`CHUNK` long a chunk): each source's
+    /// `a g + along_q q - along_v v`, added to its old sum for the first `written` sources,
+    /// into `dv` from `at`, and `along_q v` added to `dq`, in source order.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub fn gradient_rows(
+        rows: &Rows,
+        terms: &[Term],
+        written: usize,
+        dv: &mut [&mut [f32]],
+        at: usize,
+        dq: &mut [f32],
+        body: usize,
+    ) {
+        assert!(body.is_multiple_of(CHUNK) && rows.g.len() >= body && rows.q.len() >= body);
+        assert!(dq.len() >= body && dv.len() == rows.v.len() && terms.len() == rows.v.len());
+        assert!(rows.v.iter().all(|v| v.len() >= body));
+        assert!(dv.iter().all(|dv| dv.len() >= at + body));
+        for c in (0..body).step_by(CHUNK) {
+            // SAFETY: every row read or written holds `body` entries from where it is read
+            // (asserted above), and `c + CHUNK <= body`.
+            unsafe {
+                let (g, q) = (rows.g.as_ptr().add(c), rows.q.as_ptr().add(c));
+                let (g, q) = ([load(g), load(g.add(LANES))], [load(q), load(q.add(LANES))]);
+                let d = dq.as_mut_ptr().add(c);
+                let mut acc = [load(d), load(d.add(LANES))];
+                for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
+                    let (a, along_q, along_v) = (
+                        _mm256_set1_ps(t.a),
+                        _mm256_set1_ps(t.along_q),
+                        _mm256_set1_ps(t.along_v),
+                    );
+                    let (v, out) = (v.as_ptr().add(c), dv.as_mut_ptr().add(at + c));
+                    for h in 0..2 {
+                        let v = load(v.add(h * LANES));
+                        let sum =
+                            _mm256_add_ps(_mm256_mul_ps(a, g[h]), _mm256_mul_ps(along_q, q[h]));
+                        let term = _mm256_sub_ps(sum, _mm256_mul_ps(along_v, v));
+                        let out = out.add(h * LANES);
+                        store(
+                            out,
+                            if k < written {
+                                _mm256_add_ps(load(out), term)
+                            } else {
+                                term
+                            },
+                        );
+                        acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(along_q, v));
+                    }
+                }
+                store(d, acc[0]);
+                store(d.add(LANES), acc[1]);
+            }
+        }
+    }
 
     /// Lane `i` of `vq` and `vv`: the sums of `v_c q_c` and `v_c v_c` over the entries
     /// `c = i mod LANES`, in order; `v` and `q` are `LANES` long a chunk, of equal length.
     #[target_feature(enable = "avx2")]
+    #[inline]
     pub fn dot_and_square(v: &[f32], q: &[f32], vq: &mut [f32; LANES], vv: &mut [f32; LANES]) {
         assert!(v.len() == q.len() && v.len().is_multiple_of(LANES));
         let (mut aq, mut av) = (_mm256_setzero_ps(), _mm256_setzero_ps());
@@ -282,7 +439,7 @@ fn forward_rows<const AVX2: bool>(t: Task, x: &mut [f32], saved: &mut [f32]) {
         src.rows_of(r, &mut v);
         w.of_token::<AVX2>(&v, t.q, t.key_norm);
         w.save(saved);
-        weighted_sum(x, &v, &w.a);
+        weighted_sum::<AVX2>(x, &v, &w.a);
     }
 }
 
@@ -347,7 +504,7 @@ pub fn mix_backward(
             // SAFETY: this CPU has AVX2.
             return unsafe { backward_rows_avx2(rows, g, saved, written, grads) };
         }
-        backward_rows(rows, g, saved, written, grads)
+        backward_rows::<false>(rows, g, saved, written, grads)
     });
     tasks.into_iter().fold(vec![0.0f32; d], |mut dq, t| {
         dq.iter_mut().zip(t.dq).for_each(|(a, b)| *a += b);
@@ -359,13 +516,19 @@ pub fn mix_backward(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn backward_rows_avx2(t: Task, g: &[f32], saved: &[f32], written: usize, grads: &mut GradTask) {
-    backward_rows(t, g, saved, written, grads)
+    backward_rows::<true>(t, g, saved, written, grads)
 }
 
 /// One task's rows of [`mix_backward`]: the gradients of its rows of every source (added to
 /// the first `written` sources' sums) and its share of `dq`.
 #[inline(always)]
-fn backward_rows(t: Task, g: &[f32], saved: &[f32], written: usize, grads: &mut GradTask) {
+fn backward_rows<const AVX2: bool>(
+    t: Task,
+    g: &[f32],
+    saved: &[f32],
+    written: usize,
+    grads: &mut GradTask,
+) {
     let (src, q, key_norm, task) = (t.src, t.q, t.key_norm, t.task);
     let d = src.d;
     let sources = src.count();
@@ -379,7 +542,7 @@ fn backward_rows(t: Task, g: &[f32], saved: &[f32], written: usize, grads: &mut 
         w.load(&saved[r * sources * SAVED..(r + 1) * sources * SAVED]);
         src.rows_of(r, &mut v);
         for (gv, v) in gv.iter_mut().zip(&v) {
-            [*gv] = dots(v, [g]);
+            *gv = dot::<AVX2>(v, g);
         }
         let gx: f32 = w.a.iter().zip(&gv).map(|(a, gv)| a * gv).sum();
         for (k, term) in terms.iter_mut().enumerate() {
@@ -396,7 +559,7 @@ fn backward_rows(t: Task, g: &[f32], saved: &[f32], written: usize, grads: &mut 
             };
         }
         let rows = Rows { g, q, v: &v };
-        gradient_rows(rows, &terms, written, &mut grads.dv, i * d, &mut grads.dq);
+        gradient_rows::<AVX2>(rows, &terms, written, &mut grads.dv, i * d, &mut grads.dq);
     }
 }
 
@@ -418,9 +581,11 @@ struct Rows<'a> {
 
 /// Writes each source's gradient row of one token into its rows of `dv` from entry `at`
 /// (added to the first `written` rows' old sums, as burn adds registered gradients) and adds
-/// their terms to `dq`, each entry's in source order.
+/// their terms to `dq`, each entry's in source order: its chunks of `CHUNK` entries in AVX2
+/// registers written out when `AVX2` (the caller has checked the CPU), the same products and
+/// sums in the same order.
 #[inline(always)]
-fn gradient_rows(
+fn gradient_rows<const AVX2: bool>(
     rows: Rows,
     terms: &[Term],
     written: usize,
@@ -430,7 +595,12 @@ fn gradient_rows(
 ) {
     let d = dq.len();
     let body = d / CHUNK * CHUNK;
-    for c in (0..body).step_by(CHUNK) {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: the caller runs on a CPU with AVX2.
+        unsafe { avx2::gradient_rows(&rows, terms, written, dv, at, dq, body) };
+    }
+    for c in (done_in_avx2::<AVX2>(body)..body).step_by(CHUNK) {
         let mut acc = [0.0f32; CHUNK];
         acc.copy_from_slice(&dq[c..c + CHUNK]);
         let (g, q) = (&rows.g[c..c + CHUNK], &rows.q[c..c + CHUNK]);
@@ -560,6 +730,58 @@ mod tests {
             let (x2, saved2) = run(true);
             assert_eq!(bits(&x2), bits(&want));
             assert_eq!(bits(&saved2), bits(&saved));
+        }
+    }
+
+    /// The backward's AVX2 and portable forms give the same gradient rows (added to the
+    /// written slots' sums and written fresh in the others) and the same `dq`, bit for bit,
+    /// with and without tails of fewer than `CHUNK` and `LANES` entries.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn backward_rows_forms_agree_bit_for_bit() {
+        if !has_avx2() {
+            return;
+        }
+        for d in [32, 72, 67] {
+            let (n, k, written) = (ROWS_PER_TASK, 4, 2);
+            let stacked: Vec<f32> = (0..k).flat_map(|j| row(n * d, 20 + j as u32)).collect();
+            let partial = row(n * d, 98);
+            let (q, g) = (row(d, 5), row(n * d, 6));
+            let src = Sources {
+                stacked: &stacked,
+                partial: Some(&partial),
+                n,
+                d,
+            };
+            let task = Task {
+                src,
+                q: &q,
+                key_norm: true,
+                task: 0,
+            };
+            let (mut x, mut saved) = (vec![0.0f32; n * d], vec![0.0f32; n * (k + 1) * SAVED]);
+            forward_rows::<false>(task, &mut x, &mut saved);
+            let run = |avx2: bool| {
+                let mut dv: Vec<Vec<f32>> = (0..=k).map(|j| row(n * d, 60 + j as u32)).collect();
+                let mut grads = GradTask {
+                    dv: dv.iter_mut().map(|v| v.as_mut_slice()).collect(),
+                    dq: vec![0.0f32; d],
+                };
+                if avx2 {
+                    // SAFETY: only called where the CPU has AVX2 (checked above).
+                    unsafe { backward_rows_avx2(task, &g, &saved, written, &mut grads) };
+                } else {
+                    backward_rows::<false>(task, &g, &saved, written, &mut grads);
+                }
+                let dq = grads.dq;
+                (dv, dq)
+            };
+            let bits = |x: &[f32]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let ((dv, dq), (dv2, dq2)) = (run(false), run(true));
+            assert_eq!(bits(&dq2), bits(&dq), "dq, d {d}");
+            for (j, (a, b)) in dv.iter().zip(&dv2).enumerate() {
+                assert_eq!(bits(b), bits(a), "source {j}, d {d}");
+            }
         }
     }
 }
