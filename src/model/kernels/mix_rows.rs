@@ -651,6 +651,35 @@ mod tests {
             .collect()
     }
 
+    /// `k` stacked sources and a partial sum, `n` rows of `d` each, and a query, different
+    /// per `seed`.
+    fn inputs(n: usize, d: usize, k: usize, seed: u32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let stacked = (0..k).flat_map(|j| row(n * d, seed + j as u32)).collect();
+        (stacked, row(n * d, seed + 89), row(d, seed + 97))
+    }
+
+    /// The first task of a mixing step with the key norm over these.
+    fn first_task<'a>(
+        stacked: &'a [f32],
+        partial: &'a [f32],
+        q: &'a [f32],
+        n: usize,
+        d: usize,
+    ) -> Task<'a> {
+        let src = Sources {
+            stacked,
+            partial: Some(partial),
+            n,
+            d,
+        };
+        Task {
+            src,
+            q,
+            key_norm: true,
+            task: 0,
+        }
+    }
+
     /// The AVX2 and portable forms of `[v.q, v.v]` give `dots(v, [q, v])`'s floats exactly,
     /// with and without a tail of fewer than `LANES` entries.
     #[test]
@@ -680,21 +709,9 @@ mod tests {
     #[test]
     fn forward_rows_equal_the_source_by_source_sums() {
         let (n, d, k) = (ROWS_PER_TASK, 72, 5);
-        let stacked: Vec<f32> = (0..k).flat_map(|j| row(n * d, 10 + j as u32)).collect();
-        let partial = row(n * d, 99);
-        let q = row(d, 7);
-        let src = Sources {
-            stacked: &stacked,
-            partial: Some(&partial),
-            n,
-            d,
-        };
-        let task = Task {
-            src,
-            q: &q,
-            key_norm: true,
-            task: 0,
-        };
+        let (stacked, partial, q) = inputs(n, d, k, 10);
+        let task = first_task(&stacked, &partial, &q, n, d);
+        let src = task.src;
         let mut want = vec![0.0f32; n * d];
         for (r, x) in want.chunks_exact_mut(d).enumerate() {
             let mut w = Weights::new(k + 1);
@@ -744,21 +761,9 @@ mod tests {
         }
         for d in [32, 72, 67] {
             let (n, k, written) = (ROWS_PER_TASK, 4, 2);
-            let stacked: Vec<f32> = (0..k).flat_map(|j| row(n * d, 20 + j as u32)).collect();
-            let partial = row(n * d, 98);
-            let (q, g) = (row(d, 5), row(n * d, 6));
-            let src = Sources {
-                stacked: &stacked,
-                partial: Some(&partial),
-                n,
-                d,
-            };
-            let task = Task {
-                src,
-                q: &q,
-                key_norm: true,
-                task: 0,
-            };
+            let (stacked, partial, q) = inputs(n, d, k, 20);
+            let g = row(n * d, 6);
+            let task = first_task(&stacked, &partial, &q, n, d);
             let (mut x, mut saved) = (vec![0.0f32; n * d], vec![0.0f32; n * (k + 1) * SAVED]);
             forward_rows::<false>(task, &mut x, &mut saved);
             let run = |avx2: bool| {
