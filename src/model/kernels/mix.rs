@@ -91,7 +91,7 @@ pub(super) mod tch_kernel {
 
     use super::super::composed::{self, accumulate_slots};
     use super::super::mix_rows::{self, SAVED, SourceGrads, Sources};
-    use super::super::tch_memory::{empty, floats, slice_mut};
+    use super::super::tch_memory::{empty, floats, slice_mut, slots_of, slots_of_mut};
 
     type T = FloatTensor<LibTorch>;
 
@@ -103,18 +103,30 @@ pub(super) mod tch_kernel {
             0 => None,
             _ => Some(floats(partial)?),
         };
+        let (stacked, slot) = slots_of(stacked)?;
         Some(Sources {
-            stacked: floats(stacked)?,
+            stacked,
+            completed: size[0] as usize,
+            slot,
             partial,
             n,
             d,
         })
     }
 
+    /// `t` itself where the row kernels read it as it is (a stack's slots, room between
+    /// them included), else a contiguous copy.
+    fn slotted(t: &tch::Tensor) -> tch::Tensor {
+        match slots_of(t) {
+            Some(_) => t.shallow_clone(),
+            None => t.contiguous(),
+        }
+    }
+
     /// `x` `[N, d]` and the softmax weights the backward reads, `[N, K', SAVED]`.
     pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
         let (v, p, q_c) = (
-            stacked.tensor.contiguous(),
+            slotted(&stacked.tensor),
             partial.tensor.contiguous(),
             q.tensor.contiguous(),
         );
@@ -143,14 +155,14 @@ pub(super) mod tch_kernel {
     ) -> (T, T, T) {
         let (g, v, p, q_c) = (
             grad.tensor.contiguous(),
-            stacked.tensor.contiguous(),
+            slotted(&stacked.tensor),
             partial.tensor.contiguous(),
             q.tensor.contiguous(),
         );
         // Where the forward was the composed one (which keeps no weights), so is this.
         let kept = floats(&saved.tensor).filter(|s| !s.is_empty());
         let found = (sources(&v, &p), floats(&q_c), floats(&g), kept);
-        let fits = into.tensor.size()[0] == 0 || floats(&into.tensor).is_some();
+        let fits = into.tensor.size()[0] == 0 || slots_of(&into.tensor).is_some();
         let (Some(src), Some(qs), Some(gs), Some(saved), true) =
             (found.0, found.1, found.2, found.3, fits)
         else {
@@ -164,9 +176,10 @@ pub(super) mod tch_kernel {
         };
         let mut dp = empty(&p.size());
         let has_partial = src.partial.is_some();
-        let slots = src.stacked.len();
+        let (stacked, slot) = slots_of_mut(&mut dv).expect("a slotted buffer (checked above)");
         let grads = SourceGrads {
-            stacked: &mut slice_mut(&mut dv)[..slots],
+            stacked,
+            slot,
             written,
             partial: has_partial.then(|| slice_mut(&mut dp)),
         };

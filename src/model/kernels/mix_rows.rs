@@ -5,11 +5,16 @@
 use super::omp::for_each_task;
 use super::rows::{LANES, ROWS_PER_TASK, has_avx2};
 
-/// The sources of one mixing step, token-major: the completed sources stacked `[K, N, d]`
-/// and, after a block's first layer, the partial sum `[N, d]` as source `K`.
+/// The sources of one mixing step, token-major: the completed sources stacked `[K, N, d]`,
+/// each source's `N d` floats `slot` floats after the previous one's, and, after a block's
+/// first layer, the partial sum `[N, d]` as source `K`.
 #[derive(Clone, Copy)]
 pub struct Sources<'a> {
     pub stacked: &'a [f32],
+    /// Completed sources `K`.
+    pub completed: usize,
+    /// Floats from one completed source to the next, at least `N d`.
+    pub slot: usize,
     pub partial: Option<&'a [f32]>,
     /// Tokens `N`.
     pub n: usize,
@@ -19,7 +24,7 @@ pub struct Sources<'a> {
 impl<'a> Sources<'a> {
     /// Completed sources `K`.
     fn completed(&self) -> usize {
-        self.stacked.len() / (self.n * self.d)
+        self.completed
     }
 
     /// All sources, the partial sum included.
@@ -39,7 +44,7 @@ impl<'a> Sources<'a> {
         let d = self.d;
         match self.partial {
             Some(p) if k == self.completed() => &p[r * d..(r + 1) * d],
-            _ => &self.stacked[(k * self.n + r) * d..(k * self.n + r + 1) * d],
+            _ => &self.stacked[k * self.slot + r * d..k * self.slot + (r + 1) * d],
         }
     }
 }
@@ -444,10 +449,12 @@ fn forward_rows<const AVX2: bool>(t: Task, x: &mut [f32], saved: &mut [f32]) {
 }
 
 /// Where [`mix_backward`] writes the sources' gradients: `[K, N, d]` for the stacked ones,
-/// whose first `written` sources' rows already hold a sum that the gradient is added to, and
-/// `[N, d]` for the partial sum (if any).
+/// `slot` floats from one source's to the next (at least `N d`), whose first `written`
+/// sources' rows already hold a sum that the gradient is added to, and `[N, d]` for the
+/// partial sum (if any).
 pub struct SourceGrads<'a> {
     pub stacked: &'a mut [f32],
+    pub slot: usize,
     pub written: usize,
     pub partial: Option<&'a mut [f32]>,
 }
@@ -479,8 +486,9 @@ pub fn mix_backward(
     // Each source's gradient cut into the tasks' rows: `slabs[k][task]`.
     let mut slabs: Vec<std::slice::ChunksMut<f32>> = out
         .stacked
-        .chunks_mut(n * d)
-        .map(|slab| slab.chunks_mut(rows))
+        .chunks_mut(out.slot)
+        .take(src.completed())
+        .map(|slab| slab[..n * d].chunks_mut(rows))
         .collect();
     slabs.extend(out.partial.map(|p| p.chunks_mut(rows)));
     let tasks: Vec<GradTask> = (0..n.div_ceil(ROWS_PER_TASK))
@@ -668,6 +676,8 @@ mod tests {
     ) -> Task<'a> {
         let src = Sources {
             stacked,
+            completed: stacked.len() / (n * d),
+            slot: n * d,
             partial: Some(partial),
             n,
             d,

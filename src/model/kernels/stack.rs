@@ -6,7 +6,9 @@
 //! it needs `O(L)`.
 //!
 //! The buffer's slots past a stack's are free for the next push, so every stack may be
-//! pushed onto once; [`SourceStack`] owns the latest stack and is the only way in.
+//! pushed onto once; [`SourceStack`] owns the latest stack and is the only way in. Slots
+//! (and the gradient buffer's) are a spare row apart ([`padded_slots`]), so that a stack is
+//! a view `[K, N, d]` whose slot stride is `(N + 1) d`.
 //!
 //! Backward, the stack's mixing steps add their gradients for the sources into one buffer of
 //! the same shape, [`StackGrad`], in place, instead of each registering a gradient of its own
@@ -23,7 +25,7 @@ use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::Checkpoi
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::{Backend, Dispatch, TensorMetadata, tensor::FloatTensor};
-use burn::tensor::{FloatDType, Shape, Tensor};
+use burn::tensor::{FloatDType, Shape, Slice, Tensor};
 
 use super::KernelOps;
 use super::composed::{accumulate_slots, first_dim};
@@ -133,12 +135,20 @@ impl StackGrad {
     /// Without a stack: an empty `[0, N, d]`, which asks for a fresh gradient.
     pub(super) fn take<B: Backend>(&self, like: &FloatTensor<B>) -> (FloatTensor<B>, usize) {
         let [k, n, d] = like.shape().dims::<3>();
+        let empty = |shape: [usize; 3]| {
+            B::float_empty(Shape::new(shape), &like.device(), like.dtype().into())
+        };
+        // `[slots, N, d]`, a view of a buffer with a spare row after each slot.
         let fresh = |slots: usize| {
-            let shape = Shape::new([slots, n, d]);
-            B::float_empty(shape, &like.device(), like.dtype().into())
+            let rows = [
+                Slice::from(..),
+                Slice::new(0, Some(n as isize), 1),
+                Slice::from(..),
+            ];
+            B::float_slice(empty(padded_slots(slots, n, d)), &rows)
         };
         let Some(mut acc) = self.lock() else {
-            return (fresh(0), 0);
+            return (empty([0, n, d]), 0);
         };
         let written = acc.written;
         let kept = acc
@@ -182,12 +192,28 @@ impl StackGrad {
     }
 }
 
+/// The shape of a buffer for `slots` sources of `[N, d]` with room for one more row after
+/// each: `[C, N + 1, d]`, so that one slot's rows start `(N + 1) d` floats after the
+/// previous slot's. With `N d` floats apart (a power of two at the usual sizes) the same row
+/// of every slot fell on the same cache sets and 4 KB offsets, and the mixing kernels, which
+/// read that row of every slot and write that row of every gradient slot in turn, stalled on
+/// it: the padding made their backward 28-44% faster (docs/performance.md, session 14).
+pub(super) fn padded_slots<I: From<u8> + std::ops::Add<Output = I>>(
+    slots: I,
+    n: I,
+    d: I,
+) -> [I; 3] {
+    [slots, n + I::from(1), d]
+}
+
 #[cfg(feature = "tch")]
 #[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
 pub(super) mod tch_kernel {
     use burn::backend::LibTorch;
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
+
+    use super::padded_slots;
 
     type T = FloatTensor<LibTorch>;
 
@@ -198,12 +224,13 @@ pub(super) mod tch_kernel {
         let size = stacked.tensor.size();
         let (k, n, d) = (size[0], size[1], size[2]);
         let v_row = v.tensor.reshape([1, n, d]); // [N, d] -> [1, N, d]
-        if k > 0 && stacked.tensor.is_contiguous() {
-            // The same first element (no offset given); libtorch refuses a view past the
-            // end of its storage, and then the buffer has no room.
+        let stride = stacked.tensor.stride();
+        if k > 0 && stride[1..] == [d, 1] {
+            // The same first element (no offset given) and slot distance; libtorch refuses
+            // a view past the end of its storage, and then the buffer has no room.
             if let Ok(grown) = stacked
                 .tensor
-                .f_as_strided([k + 1, n, d], [n * d, d, 1], None)
+                .f_as_strided([k + 1, n, d], [stride[0], d, 1], None)
             {
                 grown.narrow(0, k, 1).copy_(&v_row);
                 return TchTensor::partial(grown, stacked.storage.clone());
@@ -211,8 +238,9 @@ pub(super) mod tch_kernel {
         }
         let slots = (capacity as i64).max(k + 1);
         let options = (stacked.tensor.kind(), stacked.tensor.device());
-        let buffer = TchTensor::new(stacked.tensor.new_empty([slots, n, d], options));
-        let view = buffer.tensor.narrow(0, 0, k + 1);
+        let padded = stacked.tensor.new_empty(padded_slots(slots, n, d), options);
+        let buffer = TchTensor::new(padded);
+        let view = buffer.tensor.narrow(0, 0, k + 1).narrow(1, 0, n); // [C, N + 1, d] -> [K + 1, N, d]
         if k > 0 {
             view.narrow(0, 0, k).copy_(&stacked.tensor);
         }
@@ -269,5 +297,34 @@ pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     match StackPush.prepare::<C>(parents).compute_bound().stateful() {
         OpsKind::Tracked(prep) => prep.finish((k, [n, d], like, acc), out),
         OpsKind::UnTracked(prep) => prep.finish(out),
+    }
+}
+
+#[cfg(all(test, feature = "tch"))]
+#[allow(deprecated)] // burn-tch, as above.
+mod tests {
+    use burn::backend::libtorch::TchTensor;
+    use tch::{Device, Kind, Tensor};
+
+    use super::super::tch_memory::slots_of;
+    use super::tch_kernel::push;
+
+    /// A stack's slots start a row further apart than their own rows (the padded layout),
+    /// grown in place, and the row kernels read it as it is: slot `k` at `k (N + 1) d`.
+    #[test]
+    fn pushed_slots_sit_a_row_apart_and_are_read_in_place() {
+        let (n, d) = (4i64, 8i64);
+        let source = |x: f64| TchTensor::new(Tensor::full([n, d], x, (Kind::Float, Device::Cpu)));
+        let empty = TchTensor::new(Tensor::empty([0, n, d], (Kind::Float, Device::Cpu)));
+        let one = push(empty, source(1.0), 3);
+        let first = one.tensor.data_ptr();
+        let two = push(one, source(2.0), 3);
+        assert_eq!(two.tensor.data_ptr(), first, "grown in place");
+        assert_eq!(two.tensor.stride(), vec![(n + 1) * d, d, 1]);
+        let (data, slot) = slots_of(&two.tensor).expect("read in place");
+        assert_eq!(slot, ((n + 1) * d) as usize);
+        assert_eq!(data.len(), slot + (n * d) as usize);
+        assert!(data[..(n * d) as usize].iter().all(|&x| x == 1.0));
+        assert!(data[slot..].iter().all(|&x| x == 2.0));
     }
 }

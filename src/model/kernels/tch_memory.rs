@@ -29,6 +29,41 @@ pub fn rows_of(t: &tch::Tensor, row_dim: usize) -> Option<(&[f32], usize)> {
     Some((data, row))
 }
 
+/// A CPU f32 `[K, N, d]` whose `N d` floats of each slot `k` are contiguous, its slots
+/// `slot >= N d` floats apart (a stack of sources or their gradients with room between
+/// slots): its data from the first element, and `slot`.
+pub fn slots_of(t: &tch::Tensor) -> Option<(&[f32], usize)> {
+    let (len, slot) = slot_layout(t)?;
+    // SAFETY: the view's elements lie within `len` floats of its first one (checked by
+    // `slot_layout`), and the tensor outlives the borrow.
+    Some((
+        unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, len) },
+        slot,
+    ))
+}
+
+/// [`slots_of`], mutably.
+pub fn slots_of_mut(t: &mut tch::Tensor) -> Option<(&mut [f32], usize)> {
+    let (len, slot) = slot_layout(t)?;
+    // SAFETY: as in `slots_of`, borrowed mutably.
+    Some((
+        unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, len) },
+        slot,
+    ))
+}
+
+/// The floats a slotted `[K, N, d]` view spans from its first element, and its slot
+/// distance; `None` for any other layout.
+fn slot_layout(t: &tch::Tensor) -> Option<(usize, usize)> {
+    let (size, stride) = (t.size(), t.stride());
+    let [k, n, d] = size[..] else { return None };
+    let (k, n, d) = (k as usize, n as usize, d as usize);
+    let rows = n * d;
+    let slot = if k > 1 { stride[0] as usize } else { rows };
+    let dense = (d == 1 || stride[2] == 1) && (n == 1 || stride[1] as usize == d);
+    (cpu_f32(t) && dense && slot >= rows).then(|| ((k.max(1) - 1) * slot + rows, slot))
+}
+
 /// A contiguous CPU f32 tensor's data.
 pub fn floats(t: &tch::Tensor) -> Option<&[f32]> {
     if !(t.is_contiguous() && cpu_f32(t)) {
