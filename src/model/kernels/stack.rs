@@ -7,7 +7,7 @@
 //!
 //! The buffer's slots past a stack's are free for the next push, so every stack may be
 //! pushed onto once; [`SourceStack`] owns the latest stack and is the only way in. Slots
-//! (and the gradient buffer's) are a spare row apart ([`padded_slots`]), so that a stack is
+//! (and the gradient buffer's) are a spare row apart (`padded_slots`), so that a stack is
 //! a view `[K, N, d]` whose slot stride is `(N + 1) d`.
 //!
 //! Backward, the stack's mixing steps add their gradients for the sources into one buffer of
