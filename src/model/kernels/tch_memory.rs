@@ -53,15 +53,18 @@ pub fn slots_of_mut(t: &mut tch::Tensor) -> Option<(&mut [f32], usize)> {
 }
 
 /// The floats a slotted `[K, N, d]` view spans from its first element, and its slot
-/// distance; `None` for any other layout.
+/// distance; `None` for any other layout, and for an empty one (no data to point at).
 fn slot_layout(t: &tch::Tensor) -> Option<(usize, usize)> {
     let (size, stride) = (t.size(), t.stride());
     let [k, n, d] = size[..] else { return None };
     let (k, n, d) = (k as usize, n as usize, d as usize);
     let rows = n * d;
+    if k == 0 || rows == 0 || stride.iter().any(|&s| s < 0) {
+        return None;
+    }
     let slot = if k > 1 { stride[0] as usize } else { rows };
     let dense = (d == 1 || stride[2] == 1) && (n == 1 || stride[1] as usize == d);
-    (cpu_f32(t) && dense && slot >= rows).then(|| ((k.max(1) - 1) * slot + rows, slot))
+    (cpu_f32(t) && dense && slot >= rows).then_some(((k - 1) * slot + rows, slot))
 }
 
 /// A contiguous CPU f32 tensor's data.
