@@ -22,14 +22,9 @@ pub struct Sources<'a> {
 }
 
 impl<'a> Sources<'a> {
-    /// Completed sources `K`.
-    fn completed(&self) -> usize {
-        self.completed
-    }
-
     /// All sources, the partial sum included.
     pub fn count(&self) -> usize {
-        self.completed() + usize::from(self.partial.is_some())
+        self.completed + usize::from(self.partial.is_some())
     }
 
     /// Every source's row for token `r`, into `out` (cleared first).
@@ -43,22 +38,32 @@ impl<'a> Sources<'a> {
     fn row(&self, k: usize, r: usize) -> &'a [f32] {
         let d = self.d;
         match self.partial {
-            Some(p) if k == self.completed() => &p[r * d..(r + 1) * d],
+            Some(p) if k == self.completed => &p[r * d..(r + 1) * d],
             _ => &self.stacked[k * self.slot + r * d..k * self.slot + (r + 1) * d],
         }
     }
 }
 
-/// `v . w_m` for each of `M` vectors in one pass over `v`, `LANES` partial sums each.
+/// `v . w_m` for each of `M` vectors in one pass over `v`, `LANES` partial sums each, in
+/// AVX2's 8-lane registers written out when `AVX2` (the caller has checked the CPU), where the
+/// compiler had paired two products' lanes in 128-bit registers, with a shuffle per chunk.
+/// Each lane's products and sums are the same IEEE operations in the same order either way.
 #[inline(always)]
-fn dots<const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
+fn dots<const AVX2: bool, const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
     let mut acc = [[0.0f32; LANES]; M];
     let body = v.len() / LANES * LANES;
-    for (c, vc) in v[..body].chunks_exact(LANES).enumerate() {
-        for (acc, w) in acc.iter_mut().zip(&w) {
-            let wc = &w[c * LANES..(c + 1) * LANES];
-            for i in 0..LANES {
-                acc[i] += vc[i] * wc[i];
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: the caller runs on a CPU with AVX2.
+        unsafe { avx2::dots(&v[..body], w.map(|w| &w[..body]), &mut acc) };
+    }
+    if done_in_avx2::<AVX2>(body) == 0 {
+        for (c, vc) in v[..body].chunks_exact(LANES).enumerate() {
+            for (acc, w) in acc.iter_mut().zip(&w) {
+                let wc = &w[c * LANES..(c + 1) * LANES];
+                for i in 0..LANES {
+                    acc[i] += vc[i] * wc[i];
+                }
             }
         }
     }
@@ -122,46 +127,6 @@ fn weighted_sum<const AVX2: bool>(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
     }
 }
 
-/// `v . g`: `dots(v, [g])`, in AVX2 registers written out when `AVX2`.
-#[inline(always)]
-fn dot<const AVX2: bool>(v: &[f32], g: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if AVX2 {
-        let g = &g[..v.len()];
-        let body = v.len() / LANES * LANES;
-        let mut lanes = [0.0f32; LANES];
-        // SAFETY: the caller runs on a CPU with AVX2.
-        unsafe { avx2::dot(&v[..body], &g[..body], &mut lanes) };
-        let tail: f32 = (body..v.len()).map(|c| v[c] * g[c]).sum();
-        return lanes.iter().sum::<f32>() + tail;
-    }
-    let [out] = dots(v, [g]);
-    out
-}
-
-/// `[v . q, v . v]`: `dots(v, [q, v])`, with AVX2's 8-lane registers written out when
-/// `AVX2` (the caller has checked the CPU), where the compiler paired the two products'
-/// lanes in 128-bit registers instead, with a shuffle per chunk. Each lane's products and
-/// sums are the same IEEE operations in the same order.
-#[inline(always)]
-fn dot_and_square<const AVX2: bool>(v: &[f32], q: &[f32]) -> [f32; 2] {
-    #[cfg(target_arch = "x86_64")]
-    if AVX2 {
-        let q = &q[..v.len()];
-        let body = v.len() / LANES * LANES;
-        let (mut vq, mut vv) = ([0.0f32; LANES], [0.0f32; LANES]);
-        // SAFETY: the caller runs on a CPU with AVX2.
-        unsafe { avx2::dot_and_square(&v[..body], &q[..body], &mut vq, &mut vv) };
-        let tail_q: f32 = (body..v.len()).map(|c| v[c] * q[c]).sum();
-        let tail_v: f32 = (body..v.len()).map(|c| v[c] * v[c]).sum();
-        return [
-            vq.iter().sum::<f32>() + tail_q,
-            vv.iter().sum::<f32>() + tail_v,
-        ];
-    }
-    dots(v, [q, v])
-}
-
 /// The AVX2 forms of the kernels' inner loops, in intrinsics where the compiler's own
 /// vectorization kept running sums in memory or split registers in halves: no fused
 /// multiply-add, and each lane the same IEEE operations in the same order as the portable loops.
@@ -193,20 +158,26 @@ mod avx2 {
         unsafe { _mm256_storeu_ps(p, x) }
     }
 
-    /// Lane `i` of `out`: the sum of `v_c g_c` over the entries `c = i mod LANES`, in order,
-    /// as `dots(v, [g])`'s accumulator; `v` and `g` are `LANES` long a chunk, of equal length.
+    /// Lane `i` of `out[m]`: the sum of `v_c w_m,c` over the entries `c = i mod LANES`, in
+    /// order, as `dots`' accumulators; every row `LANES` long a chunk, all of one length.
     #[target_feature(enable = "avx2")]
     #[inline]
-    pub fn dot(v: &[f32], g: &[f32], out: &mut [f32; LANES]) {
-        assert!(v.len() == g.len() && v.len().is_multiple_of(LANES));
-        let mut acc = _mm256_setzero_ps();
+    pub fn dots<const M: usize>(v: &[f32], w: [&[f32]; M], out: &mut [[f32; LANES]; M]) {
+        assert!(v.len().is_multiple_of(LANES) && w.iter().all(|w| w.len() == v.len()));
+        let mut acc = [_mm256_setzero_ps(); M];
         for c in (0..v.len()).step_by(LANES) {
-            // SAFETY: `c + LANES <= len` for both (asserted above).
-            let (x, y) = unsafe { (load(v.as_ptr().add(c)), load(g.as_ptr().add(c))) };
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(x, y));
+            // SAFETY: `c + LANES <= len` for every row (asserted above).
+            let x = unsafe { load(v.as_ptr().add(c)) };
+            for (acc, w) in acc.iter_mut().zip(&w) {
+                // SAFETY: as above.
+                let y = unsafe { load(w.as_ptr().add(c)) };
+                *acc = _mm256_add_ps(*acc, _mm256_mul_ps(x, y));
+            }
         }
-        // SAFETY: `out` holds `LANES` floats.
-        unsafe { store(out.as_mut_ptr(), acc) };
+        for (out, acc) in out.iter_mut().zip(acc) {
+            // SAFETY: `out` holds `LANES` floats.
+            unsafe { store(out.as_mut_ptr(), acc) };
+        }
     }
 
     /// `weighted_sum`'s chunks: `x = a_0 v_0 + a_1 v_1 + ...` entry by entry, in source order
@@ -290,31 +261,6 @@ mod avx2 {
             }
         }
     }
-
-    /// Lane `i` of `vq` and `vv`: the sums of `v_c q_c` and `v_c v_c` over the entries
-    /// `c = i mod LANES`, in order; `v` and `q` are `LANES` long a chunk, of equal length.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    pub fn dot_and_square(v: &[f32], q: &[f32], vq: &mut [f32; LANES], vv: &mut [f32; LANES]) {
-        assert!(v.len() == q.len() && v.len().is_multiple_of(LANES));
-        let (mut aq, mut av) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        for c in (0..v.len()).step_by(LANES) {
-            // SAFETY: `c + LANES <= len` for both slices (asserted above).
-            let (x, y) = unsafe {
-                (
-                    _mm256_loadu_ps(v.as_ptr().add(c)),
-                    _mm256_loadu_ps(q.as_ptr().add(c)),
-                )
-            };
-            aq = _mm256_add_ps(aq, _mm256_mul_ps(x, y));
-            av = _mm256_add_ps(av, _mm256_mul_ps(x, x));
-        }
-        // SAFETY: each array holds `LANES` = 8 floats.
-        unsafe {
-            _mm256_storeu_ps(vq.as_mut_ptr(), aq);
-            _mm256_storeu_ps(vv.as_mut_ptr(), av);
-        }
-    }
 }
 
 /// Floats a mixing step's forward keeps per (token, source) for its backward: the
@@ -346,7 +292,7 @@ impl Weights {
         // own, whose square roots and divisions the CPU overlaps (or vectorizes) across the
         // sources instead of waiting on each source's in turn.
         for (k, v) in v.iter().enumerate() {
-            [self.s[k], self.u[k]] = dot_and_square::<AVX2>(v, q);
+            [self.s[k], self.u[k]] = dots::<AVX2, 2>(v, [q, v]);
         }
         for (u, (a, s)) in self.u.iter_mut().zip(self.a.iter_mut().zip(&self.s)) {
             *u = if key_norm { inv_rms_of(*u, d) } else { 1.0 };
@@ -481,13 +427,13 @@ pub fn mix_backward(
 ) -> Vec<f32> {
     let (d, n) = (src.d, src.n);
     // The stacked sources' slots that add to a sum (never the partial sum's, after them).
-    let written = out.written.min(src.completed());
+    let written = out.written.min(src.completed);
     let rows = d * ROWS_PER_TASK;
     // Each source's gradient cut into the tasks' rows: `slabs[k][task]`.
     let mut slabs: Vec<std::slice::ChunksMut<f32>> = out
         .stacked
         .chunks_mut(out.slot)
-        .take(src.completed())
+        .take(src.completed)
         .map(|slab| slab[..n * d].chunks_mut(rows))
         .collect();
     slabs.extend(out.partial.map(|p| p.chunks_mut(rows)));
@@ -550,7 +496,7 @@ fn backward_rows<const AVX2: bool>(
         w.load(&saved[r * sources * SAVED..(r + 1) * sources * SAVED]);
         src.rows_of(r, &mut v);
         for (gv, v) in gv.iter_mut().zip(&v) {
-            *gv = dot::<AVX2>(v, g);
+            [*gv] = dots::<AVX2, 1>(v, [g]);
         }
         let gx: f32 = w.a.iter().zip(&gv).map(|(a, gv)| a * gv).sum();
         for (k, term) in terms.iter_mut().enumerate() {
@@ -647,7 +593,7 @@ mod tests {
     #[test]
     fn inverse_rms_from_the_sum_of_squares() {
         let v: Vec<f32> = (0..13).map(|i| i as f32 * 0.3 - 1.7).collect();
-        let [vv] = dots(&v, [&v]);
+        let [vv] = dots::<false, 1>(&v, [&v]);
         assert!((inv_rms_of(vv, v.len()) - inv_rms(&v, true)).abs() < 1e-6);
     }
 
@@ -690,23 +636,23 @@ mod tests {
         }
     }
 
-    /// The AVX2 and portable forms of `[v.q, v.v]` give `dots(v, [q, v])`'s floats exactly,
-    /// with and without a tail of fewer than `LANES` entries.
+    /// The AVX2 and portable forms of `dots` (one vector and two, as the backward and the
+    /// forward take them) give the same floats exactly, with and without a tail of fewer than
+    /// `LANES` entries.
     #[test]
-    fn dot_and_square_forms_agree_bit_for_bit() {
+    fn dots_forms_agree_bit_for_bit() {
         for n in [8, 13, 64, 67, 96, 256] {
             let (v, q) = (row(n, 1), row(n, 2));
-            let want = dots(&v, [&q, &v]).map(f32::to_bits);
-            assert_eq!(
-                dot_and_square::<false>(&v, &q).map(f32::to_bits),
-                want,
-                "d {n}"
-            );
+            let want = dots::<false, 2>(&v, [&q, &v]).map(f32::to_bits);
+            let [want_q] = dots::<false, 1>(&v, [&q]).map(f32::to_bits);
+            assert_eq!(want[0], want_q, "d {n}");
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
+                let avx2 = |w: &[f32]| dots::<true, 2>(&v, [w, &v]).map(f32::to_bits);
+                assert_eq!(avx2(&q), want, "d {n}");
                 assert_eq!(
-                    dot_and_square::<true>(&v, &q).map(f32::to_bits),
-                    want,
+                    dots::<true, 1>(&v, [&q]).map(f32::to_bits),
+                    [want_q],
                     "d {n}"
                 );
             }

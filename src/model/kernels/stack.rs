@@ -198,12 +198,8 @@ impl StackGrad {
 /// of every slot fell on the same cache sets and 4 KB offsets, and the mixing kernels, which
 /// read that row of every slot and write that row of every gradient slot in turn, stalled on
 /// it: the padding made their backward 28-44% faster (docs/performance.md, session 14).
-pub(super) fn padded_slots<I: From<u8> + std::ops::Add<Output = I>>(
-    slots: I,
-    n: I,
-    d: I,
-) -> [I; 3] {
-    [slots, n + I::from(1), d]
+pub(super) fn padded_slots(slots: usize, n: usize, d: usize) -> [usize; 3] {
+    [slots, n + 1, d]
 }
 
 #[cfg(feature = "tch")]
@@ -238,7 +234,8 @@ pub(super) mod tch_kernel {
         }
         let slots = (capacity as i64).max(k + 1);
         let options = (stacked.tensor.kind(), stacked.tensor.device());
-        let padded = stacked.tensor.new_empty(padded_slots(slots, n, d), options);
+        let shape = padded_slots(slots as usize, n as usize, d as usize).map(|x| x as i64);
+        let padded = stacked.tensor.new_empty(shape, options);
         let buffer = TchTensor::new(padded);
         let view = buffer.tensor.narrow(0, 0, k + 1).narrow(1, 0, n); // [C, N + 1, d] -> [K + 1, N, d]
         if k > 0 {
