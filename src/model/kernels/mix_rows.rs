@@ -1,9 +1,18 @@
 //! The row kernels of one AttnRes mixing step (`kernels::mix`): per token, the logits of
 //! every source, their softmax and the weighted sum, and the backward pass from the softmax
 //! weights the forward kept, in tasks of rows on libtorch's OpenMP threads (`omp.rs`).
+//!
+//! The inner loops are written once, over sixteen lanes with fused multiply-adds
+//! (`lanes.rs`), and run in AVX-512, AVX2 or plain Rust as the CPU allows: the same floats
+//! in each, since every lane does the same operations in the same order.
 
 use super::omp::for_each_task;
-use super::rows::{LANES, ROWS_PER_TASK, has_avx2};
+use super::rows::ROWS_PER_TASK;
+
+mod lanes;
+#[cfg(target_arch = "x86_64")]
+use lanes::{Avx2, Avx512};
+use lanes::{Form, Lanes, Portable, WIDTH};
 
 /// The sources of one mixing step, token-major: the completed sources stacked `[K, N, d]`,
 /// each source's `N d` floats `slot` floats after the previous one's, and, after a block's
@@ -44,92 +53,65 @@ impl<'a> Sources<'a> {
     }
 }
 
-/// `v . w_m` for each of `M` vectors in one pass over `v`, `LANES` partial sums each, in
-/// AVX2's 8-lane registers written out when `AVX2` (the caller has checked the CPU), where the
-/// compiler had paired two products' lanes in 128-bit registers, with a shuffle per chunk.
-/// Each lane's products and sums are the same IEEE operations in the same order either way.
+/// `v . w_m` for each of `M` vectors in one pass over `v`: [`WIDTH`] partial sums each, one
+/// multiply-add a chunk of the row, added up by [`Lanes::sum`]'s tree, then the tail of
+/// fewer than [`WIDTH`] entries in order.
+///
+/// # Safety
+/// The CPU has `S`'s features.
 #[inline(always)]
-fn dots<const AVX2: bool, const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
-    let mut acc = [[0.0f32; LANES]; M];
-    let body = v.len() / LANES * LANES;
-    #[cfg(target_arch = "x86_64")]
-    if AVX2 {
-        // SAFETY: the caller runs on a CPU with AVX2.
-        unsafe { avx2::dots(&v[..body], w.map(|w| &w[..body]), &mut acc) };
-    }
-    if done_in_avx2::<AVX2>(body) == 0 {
-        for (c, vc) in v[..body].chunks_exact(LANES).enumerate() {
+unsafe fn dots<S: Lanes, const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
+    let d = v.len();
+    assert!(w.iter().all(|w| w.len() == d));
+    let body = d / WIDTH * WIDTH;
+    // SAFETY: `S`'s features as the caller promised; every row holds `d >= c + WIDTH`
+    // entries (asserted above).
+    unsafe {
+        let mut acc = [S::splat(0.0); M];
+        for c in (0..body).step_by(WIDTH) {
+            let x = S::load(v.as_ptr().add(c));
             for (acc, w) in acc.iter_mut().zip(&w) {
-                let wc = &w[c * LANES..(c + 1) * LANES];
-                for i in 0..LANES {
-                    acc[i] += vc[i] * wc[i];
-                }
+                *acc = S::mul_add(x, S::load(w.as_ptr().add(c)), *acc);
             }
         }
-    }
-    let mut out = [0.0f32; M];
-    for ((out, acc), w) in out.iter_mut().zip(&acc).zip(&w) {
-        let tail: f32 = (body..v.len()).map(|c| v[c] * w[c]).sum();
-        *out = acc.iter().sum::<f32>() + tail;
-    }
-    out
-}
-
-/// Entries of a row the weighted sums and gradient rows below take at a time (two vector
-/// registers of AVX2): all of a token's sources are walked for one such chunk before the next,
-/// so the chunk's running sum stays in registers instead of being loaded and stored once per
-/// source. Each entry's products and adds are the same, in source order.
-const CHUNK: usize = 2 * LANES;
-
-/// Where the portable loops over a row's first `body` entries start when the AVX2 form
-/// (x86-64 only) has done them.
-#[inline(always)]
-fn done_in_avx2<const AVX2: bool>(body: usize) -> usize {
-    if AVX2 && cfg!(target_arch = "x86_64") {
-        body
-    } else {
-        0
+        let mut out = [0.0f32; M];
+        for ((out, acc), w) in out.iter_mut().zip(acc).zip(&w) {
+            let tail = (body..d).fold(0.0f32, |t, c| v[c].mul_add(w[c], t));
+            *out = S::sum(acc) + tail;
+        }
+        out
     }
 }
 
-/// `x = sum_k a_k v_k` over a token's source rows `v`, each entry's sum in source order, in
-/// AVX2 registers written out when `AVX2` (the caller has checked the CPU).
+/// `x = a_0 v_0 + a_1 v_1 + ...` over a token's source rows `v`, entry by entry in source
+/// order, each term after the first a multiply-add.
+///
+/// # Safety
+/// The CPU has `S`'s features.
 #[inline(always)]
-fn weighted_sum<const AVX2: bool>(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
+unsafe fn weighted_sum<S: Lanes>(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
     let d = x.len();
-    let body = d / CHUNK * CHUNK;
-    #[cfg(target_arch = "x86_64")]
-    if AVX2 {
-        // SAFETY: the caller runs on a CPU with AVX2.
-        unsafe { avx2::weighted_sum(&mut x[..body], v, a) };
-    }
-    // The chunks the AVX2 form has not taken: all of them without it.
-    for c in (done_in_avx2::<AVX2>(body)..body).step_by(CHUNK) {
-        let mut acc = [0.0f32; CHUNK];
-        let v0 = &v[0][c..c + CHUNK];
-        for i in 0..CHUNK {
-            acc[i] = a[0] * v0[i];
-        }
-        for (v, &a) in v[1..].iter().zip(&a[1..]) {
-            let v = &v[c..c + CHUNK];
-            for i in 0..CHUNK {
-                acc[i] += a * v[i];
+    assert!(v.len() == a.len() && !v.is_empty() && v.iter().all(|v| v.len() == d));
+    let body = d / WIDTH * WIDTH;
+    for c in (0..body).step_by(WIDTH) {
+        // SAFETY: `S`'s features as the caller promised; every row holds `d >= c + WIDTH`
+        // entries (asserted above).
+        unsafe {
+            let mut sum = S::mul(S::splat(a[0]), S::load(v[0].as_ptr().add(c)));
+            for (v, &a) in v[1..].iter().zip(&a[1..]) {
+                sum = S::mul_add(S::splat(a), S::load(v.as_ptr().add(c)), sum);
             }
+            S::store(x.as_mut_ptr().add(c), sum);
         }
-        x[c..c + CHUNK].copy_from_slice(&acc);
     }
     for c in body..d {
         let mut sum = a[0] * v[0][c];
         for (v, &a) in v[1..].iter().zip(&a[1..]) {
-            sum += a * v[c];
+            sum = a.mul_add(v[c], sum);
         }
         x[c] = sum;
     }
 }
-
-/// The inner loops above and below in AVX2 intrinsics.
-#[cfg(target_arch = "x86_64")]
-mod avx2;
 
 /// Floats a mixing step's forward keeps per (token, source) for its backward: the
 /// softmax weight `a`, the logit's dot product `s = v.q` and `u = 1/rms(v)`, in that order.
@@ -153,14 +135,18 @@ impl Weights {
     }
 
     /// Computes the weights of one token from its source rows `v` and the query `q` (`d`).
+    ///
+    /// # Safety
+    /// The CPU has `S`'s features.
     #[inline(always)]
-    fn of_token<const AVX2: bool>(&mut self, v: &[&[f32]], q: &[f32], key_norm: bool) {
+    unsafe fn of_token<S: Lanes>(&mut self, v: &[&[f32]], q: &[f32], key_norm: bool) {
         let d = q.len();
         // The dot products first, then the RMS and logits of all sources in a loop of their
         // own, whose square roots and divisions the CPU overlaps (or vectorizes) across the
         // sources instead of waiting on each source's in turn.
         for (k, v) in v.iter().enumerate() {
-            [self.s[k], self.u[k]] = dots::<AVX2, 2>(v, [q, v]);
+            // SAFETY: `S`'s features as the caller promised.
+            [self.s[k], self.u[k]] = unsafe { dots::<S, 2>(v, [q, v]) };
         }
         for (u, (a, s)) in self.u.iter_mut().zip(self.a.iter_mut().zip(&self.s)) {
             *u = if key_norm { inv_rms_of(*u, d) } else { 1.0 };
@@ -206,6 +192,7 @@ fn inv_rms_of(sum_sq: f32, d: usize) -> f32 {
 /// each token's weights into `saved` `[N, K', SAVED]`.
 pub fn mix_forward(src: Sources, q: &[f32], key_norm: bool, x: &mut [f32], saved: &mut [f32]) {
     let (d, sources) = (src.d, src.count());
+    let form = Form::detect();
     let tasks: Vec<(&mut [f32], &mut [f32])> = x
         .chunks_mut(d * ROWS_PER_TASK)
         .zip(saved.chunks_mut(sources * SAVED * ROWS_PER_TASK))
@@ -217,12 +204,8 @@ pub fn mix_forward(src: Sources, q: &[f32], key_norm: bool, x: &mut [f32], saved
             key_norm,
             task,
         };
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: this CPU has AVX2.
-            return unsafe { forward_rows_avx2(rows, x, saved) };
-        }
-        forward_rows::<false>(rows, x, saved)
+        // SAFETY: `form` is this CPU's.
+        unsafe { forward_rows_in(form, rows, x, saved) }
     });
 }
 
@@ -235,17 +218,43 @@ struct Task<'a> {
     task: usize,
 }
 
-/// [`forward_rows`] compiled for AVX2: eight lanes a register where SSE2 has four, the same
-/// floats (no fused multiply-add, the same lanes and order of summation).
+/// [`forward_rows`] in `form`'s lanes, compiled with its CPU features.
+///
+/// # Safety
+/// The CPU has `form` (`Form::detect`).
+unsafe fn forward_rows_in(form: Form, t: Task, x: &mut [f32], saved: &mut [f32]) {
+    // SAFETY: as the caller promised.
+    unsafe {
+        match form {
+            #[cfg(target_arch = "x86_64")]
+            Form::Avx512 => forward_rows_avx512(t, x, saved),
+            #[cfg(target_arch = "x86_64")]
+            Form::Avx2 => forward_rows_avx2(t, x, saved),
+            _ => forward_rows::<Portable>(t, x, saved),
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn forward_rows_avx2(t: Task, x: &mut [f32], saved: &mut [f32]) {
-    forward_rows::<true>(t, x, saved)
+#[target_feature(enable = "avx2,fma")]
+unsafe fn forward_rows_avx2(t: Task, x: &mut [f32], saved: &mut [f32]) {
+    // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
+    unsafe { forward_rows::<Avx2>(t, x, saved) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn forward_rows_avx512(t: Task, x: &mut [f32], saved: &mut [f32]) {
+    // SAFETY: compiled for, and called on, a CPU with AVX-512.
+    unsafe { forward_rows::<Avx512>(t, x, saved) }
 }
 
 /// One task's rows of [`mix_forward`].
+///
+/// # Safety
+/// The CPU has `S`'s features.
 #[inline(always)]
-fn forward_rows<const AVX2: bool>(t: Task, x: &mut [f32], saved: &mut [f32]) {
+unsafe fn forward_rows<S: Lanes>(t: Task, x: &mut [f32], saved: &mut [f32]) {
     let (src, d) = (t.src, t.src.d);
     let sources = src.count();
     let mut w = Weights::new(sources);
@@ -256,9 +265,12 @@ fn forward_rows<const AVX2: bool>(t: Task, x: &mut [f32], saved: &mut [f32]) {
     for (i, (x, saved)) in rows.enumerate() {
         let r = t.task * ROWS_PER_TASK + i;
         src.rows_of(r, &mut v);
-        w.of_token::<AVX2>(&v, t.q, t.key_norm);
-        w.save(saved);
-        weighted_sum::<AVX2>(x, &v, &w.a);
+        // SAFETY: `S`'s features as the caller promised.
+        unsafe {
+            w.of_token::<S>(&v, t.q, t.key_norm);
+            w.save(saved);
+            weighted_sum::<S>(x, &v, &w.a);
+        }
     }
 }
 
@@ -294,6 +306,7 @@ pub fn mix_backward(
     out: SourceGrads,
 ) -> Vec<f32> {
     let (d, n) = (src.d, src.n);
+    let form = Form::detect();
     // The stacked sources' slots that add to a sum (never the partial sum's, after them).
     let written = out.written.min(src.completed);
     let rows = d * ROWS_PER_TASK;
@@ -321,12 +334,8 @@ pub fn mix_backward(
             key_norm,
             task,
         };
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: this CPU has AVX2.
-            return unsafe { backward_rows_avx2(rows, g, saved, written, grads) };
-        }
-        backward_rows::<false>(rows, g, saved, written, grads)
+        // SAFETY: `form` is this CPU's.
+        unsafe { backward_rows_in(form, rows, g, saved, written, grads) }
     });
     tasks.into_iter().fold(vec![0.0f32; d], |mut dq, t| {
         dq.iter_mut().zip(t.dq).for_each(|(a, b)| *a += b);
@@ -334,17 +343,63 @@ pub fn mix_backward(
     })
 }
 
-/// [`backward_rows`] compiled for AVX2, as [`forward_rows_avx2`].
+/// [`backward_rows`] in `form`'s lanes, compiled with its CPU features.
+///
+/// # Safety
+/// The CPU has `form` (`Form::detect`).
+unsafe fn backward_rows_in(
+    form: Form,
+    t: Task,
+    g: &[f32],
+    saved: &[f32],
+    written: usize,
+    grads: &mut GradTask,
+) {
+    // SAFETY: as the caller promised.
+    unsafe {
+        match form {
+            #[cfg(target_arch = "x86_64")]
+            Form::Avx512 => backward_rows_avx512(t, g, saved, written, grads),
+            #[cfg(target_arch = "x86_64")]
+            Form::Avx2 => backward_rows_avx2(t, g, saved, written, grads),
+            _ => backward_rows::<Portable>(t, g, saved, written, grads),
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn backward_rows_avx2(t: Task, g: &[f32], saved: &[f32], written: usize, grads: &mut GradTask) {
-    backward_rows::<true>(t, g, saved, written, grads)
+#[target_feature(enable = "avx2,fma")]
+unsafe fn backward_rows_avx2(
+    t: Task,
+    g: &[f32],
+    saved: &[f32],
+    written: usize,
+    grads: &mut GradTask,
+) {
+    // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
+    unsafe { backward_rows::<Avx2>(t, g, saved, written, grads) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn backward_rows_avx512(
+    t: Task,
+    g: &[f32],
+    saved: &[f32],
+    written: usize,
+    grads: &mut GradTask,
+) {
+    // SAFETY: compiled for, and called on, a CPU with AVX-512.
+    unsafe { backward_rows::<Avx512>(t, g, saved, written, grads) }
 }
 
 /// One task's rows of [`mix_backward`]: the gradients of its rows of every source (added to
 /// the first `written` sources' sums) and its share of `dq`.
+///
+/// # Safety
+/// The CPU has `S`'s features.
 #[inline(always)]
-fn backward_rows<const AVX2: bool>(
+unsafe fn backward_rows<S: Lanes>(
     t: Task,
     g: &[f32],
     saved: &[f32],
@@ -364,7 +419,8 @@ fn backward_rows<const AVX2: bool>(
         w.load(&saved[r * sources * SAVED..(r + 1) * sources * SAVED]);
         src.rows_of(r, &mut v);
         for (gv, v) in gv.iter_mut().zip(&v) {
-            [*gv] = dots::<AVX2, 1>(v, [g]);
+            // SAFETY: `S`'s features as the caller promised.
+            [*gv] = unsafe { dots::<S, 1>(v, [g]) };
         }
         let gx: f32 = w.a.iter().zip(&gv).map(|(a, gv)| a * gv).sum();
         for (k, term) in terms.iter_mut().enumerate() {
@@ -381,7 +437,10 @@ fn backward_rows<const AVX2: bool>(
             };
         }
         let rows = Rows { g, q, v: &v };
-        gradient_rows::<AVX2>(rows, &terms, written, &mut grads.dv, i * d, &mut grads.dq);
+        // SAFETY: `S`'s features as the caller promised.
+        unsafe {
+            gradient_rows::<S>(rows, &terms, written, &mut grads.dv, i * d, &mut grads.dq);
+        }
     }
 }
 
@@ -401,13 +460,17 @@ struct Rows<'a> {
     v: &'a [&'a [f32]],
 }
 
-/// Writes each source's gradient row of one token into its rows of `dv` from entry `at`
-/// (added to the first `written` rows' old sums, as burn adds registered gradients) and adds
-/// their terms to `dq`, each entry's in source order: its chunks of `CHUNK` entries in AVX2
-/// registers written out when `AVX2` (the caller has checked the CPU), the same products and
-/// sums in the same order.
+/// Writes each source's gradient row of one token into its rows of `dv` from entry `at`,
+/// `(a g + along_q q) - along_v v` in multiply-adds, added to the row's sum so far for the
+/// first `written` sources (as burn adds registered gradients: the same floats as a
+/// gradient of its own summed afterwards), and adds
+/// `along_q v` to `dq`, each entry's in source order. A chunk of the row is walked across
+/// all sources before the next, so `g`, `q` and `dq`'s chunk stay in registers.
+///
+/// # Safety
+/// The CPU has `S`'s features.
 #[inline(always)]
-fn gradient_rows<const AVX2: bool>(
+unsafe fn gradient_rows<S: Lanes>(
     rows: Rows,
     terms: &[Term],
     written: usize,
@@ -416,38 +479,45 @@ fn gradient_rows<const AVX2: bool>(
     dq: &mut [f32],
 ) {
     let d = dq.len();
-    let body = d / CHUNK * CHUNK;
-    #[cfg(target_arch = "x86_64")]
-    if AVX2 {
-        // SAFETY: the caller runs on a CPU with AVX2.
-        unsafe { avx2::gradient_rows(&rows, terms, written, dv, at, dq, body) };
-    }
-    for c in (done_in_avx2::<AVX2>(body)..body).step_by(CHUNK) {
-        let mut acc = [0.0f32; CHUNK];
-        acc.copy_from_slice(&dq[c..c + CHUNK]);
-        let (g, q) = (&rows.g[c..c + CHUNK], &rows.q[c..c + CHUNK]);
-        for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
-            let (dv, v) = (&mut dv[at + c..at + c + CHUNK], &v[c..c + CHUNK]);
-            if k < written {
-                for i in 0..CHUNK {
-                    dv[i] += t.a * g[i] + t.along_q * q[i] - t.along_v * v[i];
-                    acc[i] += t.along_q * v[i];
-                }
-            } else {
-                for i in 0..CHUNK {
-                    dv[i] = t.a * g[i] + t.along_q * q[i] - t.along_v * v[i];
-                    acc[i] += t.along_q * v[i];
-                }
+    assert!(rows.g.len() == d && rows.q.len() == d && rows.v.iter().all(|v| v.len() == d));
+    assert!(dv.len() == rows.v.len() && terms.len() == dv.len());
+    assert!(dv.iter().all(|dv| dv.len() >= at + d));
+    let body = d / WIDTH * WIDTH;
+    for c in (0..body).step_by(WIDTH) {
+        // SAFETY: `S`'s features as the caller promised; every row read or written holds
+        // `d >= c + WIDTH` entries from where it is read (asserted above).
+        unsafe {
+            let (g, q) = (
+                S::load(rows.g.as_ptr().add(c)),
+                S::load(rows.q.as_ptr().add(c)),
+            );
+            let mut acc = S::load(dq.as_ptr().add(c));
+            for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
+                let v = S::load(v.as_ptr().add(c));
+                let out = dv.as_mut_ptr().add(at + c);
+                let along_q = S::splat(t.along_q);
+                let x = S::mul_add(along_q, q, S::mul(S::splat(t.a), g));
+                let term = S::neg_mul_add(S::splat(t.along_v), v, x);
+                S::store(
+                    out,
+                    if k < written {
+                        S::add(S::load(out), term)
+                    } else {
+                        term
+                    },
+                );
+                acc = S::mul_add(along_q, v, acc);
             }
+            S::store(dq.as_mut_ptr().add(c), acc);
         }
-        dq[c..c + CHUNK].copy_from_slice(&acc);
     }
     for c in body..d {
+        let (g, q) = (rows.g[c], rows.q[c]);
         for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
-            let term = t.a * rows.g[c] + t.along_q * rows.q[c] - t.along_v * v[c];
-            let dv = &mut dv[at + c];
-            *dv = if k < written { *dv + term } else { term };
-            dq[c] += t.along_q * v[c];
+            let out = &mut dv[at + c];
+            let term = (-t.along_v).mul_add(v[c], t.along_q.mul_add(q, t.a * g));
+            *out = if k < written { *out + term } else { term };
+            dq[c] = t.along_q.mul_add(v[c], dq[c]);
         }
     }
 }
@@ -461,7 +531,8 @@ mod tests {
     #[test]
     fn inverse_rms_from_the_sum_of_squares() {
         let v: Vec<f32> = (0..13).map(|i| i as f32 * 0.3 - 1.7).collect();
-        let [vv] = dots::<false, 1>(&v, [&v]);
+        // SAFETY: the portable form runs anywhere.
+        let [vv] = unsafe { dots::<Portable, 1>(&v, [&v]) };
         assert!((inv_rms_of(vv, v.len()) - inv_rms(&v, true)).abs() < 1e-6);
     }
 
@@ -504,113 +575,137 @@ mod tests {
         }
     }
 
-    /// The AVX2 and portable forms of `dots` (one vector and two, as the backward and the
-    /// forward take them) give the same floats exactly, with and without a tail of fewer than
-    /// `LANES` entries.
+    fn bits(x: &[f32]) -> Vec<u32> {
+        x.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// `v . w` as defined: sixteen running sums of multiply-adds, lane `i` over the entries
+    /// `c = i mod 16` of the whole chunks, added in the tree (`i` and `i + 8`, then `+ 4`,
+    /// `+ 2`, `+ 1`), then the tail in order.
+    fn dot_by_definition(v: &[f32], w: &[f32]) -> f32 {
+        let body = v.len() / 16 * 16;
+        let mut lanes = [0.0f32; 16];
+        for c in 0..body {
+            lanes[c % 16] = v[c].mul_add(w[c], lanes[c % 16]);
+        }
+        for half in [8, 4, 2, 1] {
+            for i in 0..half {
+                lanes[i] += lanes[i + half];
+            }
+        }
+        let tail = (body..v.len()).fold(0.0f32, |t, c| v[c].mul_add(w[c], t));
+        lanes[0] + tail
+    }
+
+    /// `dots` in every form this CPU has, one vector and two (as the backward and the forward
+    /// take them), equals the definition bit for bit, with and without a tail.
     #[test]
-    fn dots_forms_agree_bit_for_bit() {
-        for n in [8, 13, 64, 67, 96, 256] {
+    fn dots_in_every_form_equal_the_definition() {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(v: &[f32], q: &[f32]) -> ([f32; 2], [f32; 1]) {
+            // SAFETY: as the caller promised.
+            unsafe { (dots::<Avx2, 2>(v, [q, v]), dots::<Avx2, 1>(v, [q])) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn avx512(v: &[f32], q: &[f32]) -> ([f32; 2], [f32; 1]) {
+            // SAFETY: as the caller promised.
+            unsafe { (dots::<Avx512, 2>(v, [q, v]), dots::<Avx512, 1>(v, [q])) }
+        }
+        for n in [8, 13, 16, 64, 67, 72, 96, 256] {
             let (v, q) = (row(n, 1), row(n, 2));
-            let want = dots::<false, 2>(&v, [&q, &v]).map(f32::to_bits);
-            let [want_q] = dots::<false, 1>(&v, [&q]).map(f32::to_bits);
-            assert_eq!(want[0], want_q, "d {n}");
-            #[cfg(target_arch = "x86_64")]
-            if has_avx2() {
-                let avx2 = |w: &[f32]| dots::<true, 2>(&v, [w, &v]).map(f32::to_bits);
-                assert_eq!(avx2(&q), want, "d {n}");
-                assert_eq!(
-                    dots::<true, 1>(&v, [&q]).map(f32::to_bits),
-                    [want_q],
-                    "d {n}"
-                );
+            let want = [dot_by_definition(&v, &q), dot_by_definition(&v, &v)];
+            for form in Form::all_here() {
+                // SAFETY: `form` is one this CPU has.
+                let (two, [one]) = unsafe {
+                    match form {
+                        #[cfg(target_arch = "x86_64")]
+                        Form::Avx2 => avx2(&v, &q),
+                        #[cfg(target_arch = "x86_64")]
+                        Form::Avx512 => avx512(&v, &q),
+                        _ => (
+                            dots::<Portable, 2>(&v, [&q, &v]),
+                            dots::<Portable, 1>(&v, [&q]),
+                        ),
+                    }
+                };
+                assert_eq!(bits(&two), bits(&want), "{form:?}, d {n}");
+                assert_eq!(one.to_bits(), want[0].to_bits(), "{form:?}, d {n}");
             }
         }
     }
 
-    /// The forward's weights and sum equal those of the loops it replaced (the sum source by
-    /// source over whole rows), bit for bit, on the AVX2 path where the CPU has it and on the
-    /// portable one.
+    /// The forward's sum in every form equals the weighted sum source by source over whole
+    /// rows (`a_0 v_0`, then a multiply-add a source) bit for bit, and every form keeps the
+    /// same weights; with and without tails of fewer than 16 entries.
     #[test]
-    fn forward_rows_equal_the_source_by_source_sums() {
-        let (n, d, k) = (ROWS_PER_TASK, 72, 5);
-        let (stacked, partial, q) = inputs(n, d, k, 10);
-        let task = first_task(&stacked, &partial, &q, n, d);
-        let src = task.src;
-        let mut want = vec![0.0f32; n * d];
-        for (r, x) in want.chunks_exact_mut(d).enumerate() {
-            let mut w = Weights::new(k + 1);
-            let mut v = Vec::new();
-            src.rows_of(r, &mut v);
-            w.of_token::<false>(&v, &q, true);
-            for (x, v) in x.iter_mut().zip(src.row(0, r)) {
-                *x = w.a[0] * v;
-            }
-            for (j, &a) in w.a.iter().enumerate().skip(1) {
-                for (x, v) in x.iter_mut().zip(src.row(j, r)) {
-                    *x += a * v;
+    fn forward_rows_in_every_form_equal_the_source_by_source_sums() {
+        for d in [64, 72, 67] {
+            let (n, k) = (ROWS_PER_TASK, 5);
+            let (stacked, partial, q) = inputs(n, d, k, 10);
+            let task = first_task(&stacked, &partial, &q, n, d);
+            let src = task.src;
+            let mut want = vec![0.0f32; n * d];
+            for (r, x) in want.chunks_exact_mut(d).enumerate() {
+                let mut w = Weights::new(k + 1);
+                let mut v = Vec::new();
+                src.rows_of(r, &mut v);
+                // SAFETY: the portable form runs anywhere.
+                unsafe { w.of_token::<Portable>(&v, &q, true) };
+                for (x, v) in x.iter_mut().zip(src.row(0, r)) {
+                    *x = w.a[0] * v;
+                }
+                for (j, &a) in w.a.iter().enumerate().skip(1) {
+                    for (x, v) in x.iter_mut().zip(src.row(j, r)) {
+                        *x = a.mul_add(*v, *x);
+                    }
                 }
             }
-        }
-        let run = |avx2: bool| {
-            let (mut x, mut saved) = (vec![0.0f32; n * d], vec![0.0f32; n * (k + 1) * SAVED]);
-            #[cfg(target_arch = "x86_64")]
-            if avx2 {
-                // SAFETY: only called where the CPU has AVX2.
-                unsafe { forward_rows_avx2(task, &mut x, &mut saved) };
-                return (x, saved);
+            let mut kept = None;
+            for form in Form::all_here() {
+                let (mut x, mut saved) = (vec![0.0f32; n * d], vec![0.0f32; n * (k + 1) * SAVED]);
+                // SAFETY: `form` is one this CPU has.
+                unsafe { forward_rows_in(form, task, &mut x, &mut saved) };
+                assert_eq!(bits(&x), bits(&want), "{form:?}, d {d}");
+                let kept = kept.get_or_insert_with(|| bits(&saved));
+                assert_eq!(&bits(&saved), kept, "{form:?}, d {d}");
             }
-            assert!(!avx2);
-            forward_rows::<false>(task, &mut x, &mut saved);
-            (x, saved)
-        };
-        let bits = |x: &[f32]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        let (x, saved) = run(false);
-        assert_eq!(bits(&x), bits(&want));
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            let (x2, saved2) = run(true);
-            assert_eq!(bits(&x2), bits(&want));
-            assert_eq!(bits(&saved2), bits(&saved));
         }
     }
 
-    /// The backward's AVX2 and portable forms give the same gradient rows (added to the
-    /// written slots' sums and written fresh in the others) and the same `dq`, bit for bit,
-    /// with and without tails of fewer than `CHUNK` and `LANES` entries.
+    /// The backward in every form gives the portable form's gradient rows (added to the
+    /// written slots' sums and written fresh in the others) and `dq`, bit for bit, with and
+    /// without tails of fewer than 16 entries; and changing one source's weight changes
+    /// them (the comparison can fail).
     #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn backward_rows_forms_agree_bit_for_bit() {
-        if !has_avx2() {
-            return;
-        }
+    fn backward_rows_in_every_form_agree_bit_for_bit() {
         for d in [32, 72, 67] {
             let (n, k, written) = (ROWS_PER_TASK, 4, 2);
             let (stacked, partial, q) = inputs(n, d, k, 20);
             let g = row(n * d, 6);
             let task = first_task(&stacked, &partial, &q, n, d);
             let (mut x, mut saved) = (vec![0.0f32; n * d], vec![0.0f32; n * (k + 1) * SAVED]);
-            forward_rows::<false>(task, &mut x, &mut saved);
-            let run = |avx2: bool| {
+            // SAFETY: the portable form runs anywhere.
+            unsafe { forward_rows_in(Form::Portable, task, &mut x, &mut saved) };
+            let run = |form: Form, saved: &[f32]| {
                 let mut dv: Vec<Vec<f32>> = (0..=k).map(|j| row(n * d, 60 + j as u32)).collect();
                 let mut grads = GradTask {
                     dv: dv.iter_mut().map(|v| v.as_mut_slice()).collect(),
                     dq: vec![0.0f32; d],
                 };
-                if avx2 {
-                    // SAFETY: only called where the CPU has AVX2 (checked above).
-                    unsafe { backward_rows_avx2(task, &g, &saved, written, &mut grads) };
-                } else {
-                    backward_rows::<false>(task, &g, &saved, written, &mut grads);
-                }
-                let dq = grads.dq;
-                (dv, dq)
+                // SAFETY: `form` is one this CPU has.
+                unsafe { backward_rows_in(form, task, &g, saved, written, &mut grads) };
+                let dq = bits(&grads.dq);
+                (dv.iter().map(|v| bits(v)).collect::<Vec<_>>(), dq)
             };
-            let bits = |x: &[f32]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            let ((dv, dq), (dv2, dq2)) = (run(false), run(true));
-            assert_eq!(bits(&dq2), bits(&dq), "dq, d {d}");
-            for (j, (a, b)) in dv.iter().zip(&dv2).enumerate() {
-                assert_eq!(bits(b), bits(a), "source {j}, d {d}");
+            let want = run(Form::Portable, &saved);
+            for form in Form::all_here() {
+                assert_eq!(run(form, &saved), want, "{form:?}, d {d}");
             }
+            let mut nudged = saved.clone();
+            nudged[SAVED] *= 1.0 + f32::EPSILON * 4.0; // source 1's weight, first token
+            assert_ne!(run(Form::detect(), &nudged), want, "d {d}");
         }
     }
 }

@@ -33,16 +33,6 @@ pub(super) fn inv_rms(p: &[f32], key_norm: bool) -> f32 {
     1.0 / (mean + RMS_EPS as f32).sqrt()
 }
 
-/// Whether this CPU has AVX2, for the row kernels compiled for it as well as for the
-/// baseline x86-64 (SSE2) the binary targets. They use it without fused multiply-add and with
-/// the same `LANES` partial sums, so both compute the same floats: each lane's products and
-/// sums are the same IEEE operations in the same order, only more of them to a register.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(super) fn has_avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-}
-
 /// Lanes of the partial sums below: eight independent accumulators, which the compiler
 /// keeps in one vector register (a single running sum would be a chain of dependent adds).
 pub(super) const LANES: usize = 8;
