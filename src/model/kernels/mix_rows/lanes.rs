@@ -67,11 +67,13 @@ impl Form {
         let widest = Form::detect();
         [Form::Portable, Form::Avx2, Form::Avx512]
             .into_iter()
-            .filter(|f| match (f, widest) {
-                (Form::Portable, _) => true,
-                (Form::Avx2, Form::Avx2 | Form::Avx512) => true,
-                (Form::Avx512, Form::Avx512) => true,
-                _ => false,
+            .filter(|f| {
+                matches!(
+                    (f, widest),
+                    (Form::Portable, _)
+                        | (Form::Avx2, Form::Avx2 | Form::Avx512)
+                        | (Form::Avx512, Form::Avx512)
+                )
             })
             .collect()
     }
