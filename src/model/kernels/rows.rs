@@ -35,7 +35,7 @@ pub(super) fn inv_rms(p: &[f32], key_norm: bool) -> f32 {
 
 /// Lanes of the partial sums below: eight independent accumulators, which the compiler
 /// keeps in one vector register (a single running sum would be a chain of dependent adds).
-pub(super) const LANES: usize = 8;
+const LANES: usize = 8;
 
 /// `sum_c f(a_c, b_c, e_c)` in `LANES` partial sums.
 #[inline]
