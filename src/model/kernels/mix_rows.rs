@@ -463,9 +463,9 @@ struct Rows<'a> {
 /// Writes each source's gradient row of one token into its rows of `dv` from entry `at`,
 /// `(a g + along_q q) - along_v v` in multiply-adds, added to the row's sum so far for the
 /// first `written` sources (as burn adds registered gradients: the same floats as a
-/// gradient of its own summed afterwards), and adds
-/// `along_q v` to `dq`, each entry's in source order. A chunk of the row is walked across
-/// all sources before the next, so `g`, `q` and `dq`'s chunk stay in registers.
+/// gradient of its own summed afterwards), and adds `along_q v` to `dq`, each entry's in
+/// source order. A chunk of the row is walked across all sources before the next, so `g`,
+/// `q` and `dq`'s chunk stay in registers.
 ///
 /// # Safety
 /// The CPU has `S`'s features.
