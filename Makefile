@@ -46,17 +46,18 @@ test: setup data
 	$(CARGO) test --release --locked --features $(FEATURES)
 
 # Speed and memory of baseline, Full and Block AttnRes (not a test): training and inference at
-# the reference size and at the quick sweep's sizes, into benches/cpu.txt (README, Performance).
+# the reference size and at the scaling sweep's sizes (nano to mini), into benches/cpu.txt
+# (README, Performance).
 bench: build
 	mkdir -p benches
 	{ $(BIN) bench --backend tch && \
-	  $(BIN) bench --backend tch --sizes sweeps/quick.yaml && \
+	  $(BIN) bench --backend tch --sizes sweeps/scaling.yaml && \
 	  $(BIN) bench --backend tch --inference --context 128 --batch-size 1 && \
 	  $(BIN) bench --backend tch --inference --context 128 --batch-size 16 && \
 	  $(BIN) bench --backend tch --inference --context 1024 --batch-size 1 && \
 	  $(BIN) bench --backend tch --inference --context 1024 --batch-size 16 && \
-	  $(BIN) bench --backend tch --inference --sizes sweeps/quick.yaml --batch-size 1 && \
-	  $(BIN) bench --backend tch --inference --sizes sweeps/quick.yaml --batch-size 16; } | tee benches/cpu.txt
+	  $(BIN) bench --backend tch --inference --sizes sweeps/scaling.yaml --batch-size 1 && \
+	  $(BIN) bench --backend tch --inference --sizes sweeps/scaling.yaml --batch-size 16; } | tee benches/cpu.txt
 
 # attnres against eager PyTorch 2.11 on the same model and threads (a venv with torch from
 # PyPI, made once; about 4.6 GB), into benches/pytorch.txt. Not part of make test.

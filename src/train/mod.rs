@@ -1,6 +1,7 @@
 //! Training one run: a RunSpec and a run folder in, a complete run folder out (DESIGN.md,
 //! "A run folder"). Resumes from the folder's checkpoint when there is one.
 
+pub mod adamw;
 pub mod checkpoint;
 pub mod config;
 pub mod eval;

@@ -1,10 +1,11 @@
-//! AdamW with the parameter groups of SPEC section 7, global gradient-norm clipping, and the
-//! per-sublayer gradient norms of SPEC section 8.
+//! AdamW (fused, `adamw.rs`) with the parameter groups of SPEC section 7, global gradient-norm
+//! clipping, and the per-sublayer gradient norms of SPEC section 8.
 
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup, ParamId};
-use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Tensor, TensorReadError};
 
+use super::adamw::FusedAdamW;
 use super::config::TrainConfig;
 use crate::model::Lm;
 use crate::model::params::{NamedParam, named_grads, named_params};
@@ -16,21 +17,20 @@ pub fn decays(p: &NamedParam) -> bool {
 }
 
 pub fn build(config: &TrainConfig, model: &Lm) -> ModuleOptimizer {
-    let adamw = |weight_decay: f64| {
-        AdamWConfig::new()
-            .with_beta_1(config.beta1 as f32)
-            .with_beta_2(config.beta2 as f32)
-            .with_epsilon(config.adam_eps as f32)
-            .with_weight_decay(weight_decay as f32)
+    let adamw = |weight_decay: f64| FusedAdamW {
+        beta_1: config.beta1 as f32,
+        beta_2: config.beta2 as f32,
+        epsilon: config.adam_eps as f32,
+        weight_decay: weight_decay as f32,
     };
     let no_decay: Vec<ParamId> = named_params(model)
         .into_iter()
         .filter(|p| !decays(p))
         .map(|p| p.id)
         .collect();
-    adamw(config.weight_decay).init().with_group(
+    ModuleOptimizer::from(adamw(config.weight_decay)).with_group(
         ParamGroup::from_ids(no_decay),
-        adamw(0.0).build(),
+        adamw(0.0),
         None,
     )
 }

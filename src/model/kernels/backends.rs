@@ -5,6 +5,7 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 
+use super::adamw::AdamWStep;
 use super::stack::StackGrad;
 use super::{KernelOps, attention, composed, merge, mix, norm, rotary, stack, swiglu};
 
@@ -130,6 +131,16 @@ impl KernelOps for burn::backend::LibTorch {
         g: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         norm::tch_kernel::backward(grad, x, g)
+    }
+
+    fn adamw_step(
+        p: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m1: FloatTensor<Self>,
+        m2: FloatTensor<Self>,
+        step: AdamWStep,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        super::adamw::tch_kernel::step(p, g, m1, m2, step)
     }
 }
 
@@ -262,6 +273,16 @@ impl KernelOps for burn::backend::Flex {
         g: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         composed::rms_norm_backward::<Self>(grad, x, g)
+    }
+
+    fn adamw_step(
+        p: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m1: FloatTensor<Self>,
+        m2: FloatTensor<Self>,
+        step: AdamWStep,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        composed::adamw_step::<Self>(p, g, m1, m2, step)
     }
 }
 
@@ -416,5 +437,22 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         let [grad, x, g] = [grad, x, g].map(|t| t.into_primitive());
         let (dx, dg) = B::rms_norm_backward(grad, x, g);
         (Self::from_inner(dx), Self::from_inner(dg))
+    }
+
+    /// On the inner backend, outside the graph (an optimizer steps untracked tensors).
+    fn adamw_step(
+        p: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m1: FloatTensor<Self>,
+        m2: FloatTensor<Self>,
+        step: AdamWStep,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [p, g, m1, m2] = [p, g, m1, m2].map(|t| t.into_primitive());
+        let (p, m1, m2) = B::adamw_step(p, g, m1, m2, step);
+        (
+            Self::from_inner(p),
+            Self::from_inner(m1),
+            Self::from_inner(m2),
+        )
     }
 }

@@ -4,6 +4,7 @@
 use burn::backend::{Backend, TensorMetadata, tensor::FloatTensor};
 use burn::tensor::{Shape, Slice, TensorData};
 
+use super::adamw::AdamWStep;
 use crate::model::norm::RMS_EPS;
 
 /// `softmax(q k^T / sqrt(hd) + causal mask)` `[B, H, T, T]` and the log-sum-exp of each row
@@ -424,4 +425,39 @@ pub fn accumulate_slots<B: Backend>(
 pub(super) fn first_dim<B: Backend>(t: FloatTensor<B>, start: usize, end: usize) -> FloatTensor<B> {
     let range = Slice::new(start as isize, Some(end as isize), 1);
     B::float_slice(t, &[range, Slice::from(..), Slice::from(..)])
+}
+
+/// One AdamW step, burn's `AdamW` operation for operation: `(param, m1, m2)` after the step
+/// (`m1`, `m2` unread on the first step).
+pub fn adamw_step<B: Backend>(
+    p: FloatTensor<B>,
+    g: FloatTensor<B>,
+    m1: FloatTensor<B>,
+    m2: FloatTensor<B>,
+    step: AdamWStep,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let scaled = |t: FloatTensor<B>, by: f32| B::float_mul_scalar(t, by.into());
+    let (b1, b2) = (step.beta_1, step.beta_2);
+    let squared = B::float_powi_scalar(g.clone(), 2.into());
+    let (m1, m2) = if step.first {
+        (scaled(g, 1.0 - b1), scaled(squared, 1.0 - b2))
+    } else {
+        (
+            B::float_add(scaled(m1, b1), scaled(g, 1.0 - b1)),
+            B::float_add(scaled(m2, b2), scaled(squared, 1.0 - b2)),
+        )
+    };
+    let time = step.time as i32;
+    let m1_corrected = B::float_div_scalar(m1.clone(), (1.0 - b1.powi(time)).into());
+    let m2_corrected = B::float_div_scalar(m2.clone(), (1.0 - b2.powi(time)).into());
+    let denominator = B::float_add_scalar(B::float_sqrt(m2_corrected), step.epsilon.into());
+    let delta = B::float_div(m1_corrected, denominator);
+    let decay_rate = step.lr * step.weight_decay as f64;
+    let kept = if decay_rate == 0.0 {
+        p
+    } else {
+        B::float_mul_scalar(p, (1.0 - decay_rate).into())
+    };
+    let p = B::float_sub(kept, B::float_mul_scalar(delta, step.lr.into()));
+    (p, m1, m2)
 }

@@ -1,7 +1,7 @@
 //! Operations that burn's tensor API composes out of many small kernels, given a kernel (or
 //! a backward pass) of their own through burn's backend extensions: causal attention with a
 //! fused backward, RMSNorm, rotary position embedding, SwiGLU's gating, one AttnRes mixing
-//! step, and Block AttnRes's phase-2 merge.
+//! step, Block AttnRes's phase-2 merge, and one AdamW step of a parameter.
 //!
 //! Each operation has three implementations behind one trait, [`KernelOps`]: libtorch's own
 //! fused kernels where libtorch has them (f32 on the CPU), the same operation composed of
@@ -10,6 +10,7 @@
 //! composition op by op. `tests/kernels.rs` holds each to the composed form and to finite
 //! differences.
 
+pub mod adamw;
 pub mod attention;
 mod backends;
 mod composed;
@@ -164,4 +165,15 @@ pub trait KernelOps: Backend {
         x: FloatTensor<Self>,
         g: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// One AdamW step of a parameter `p` with gradient `g` and moments `m1`, `m2` (all of
+    /// one shape; the moments unread on the first step) -> the new parameter and moments.
+    /// Not differentiable: an optimizer's step runs outside the graph.
+    fn adamw_step(
+        p: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m1: FloatTensor<Self>,
+        m2: FloatTensor<Self>,
+        step: adamw::AdamWStep,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 }
