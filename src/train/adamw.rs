@@ -1,8 +1,8 @@
 //! AdamW with each parameter's step one fused operation (`model::kernels::adamw`): the same
-//! update as burn's `AdamW` (decoupled weight decay, bias-corrected moments, no AMSGrad), bit
-//! for bit on the CPU in f32, with one pass over a parameter where burn's takes fifteen
-//! (docs/performance.md, session 16). Its state is burn's `AdamWState`, so checkpoints
-//! written with burn's optimizer resume with this one and back.
+//! update as burn's `AdamW` (decoupled weight decay, bias-corrected moments, no AMSGrad), in
+//! one pass over a parameter where burn's takes fifteen (docs/performance.md, session 16);
+//! the same floats but for a correctly rounded square root. Its state is burn's
+//! `AdamWState`, so checkpoints written with burn's optimizer resume with this one and back.
 
 use burn::optim::{AdamWState, AdaptiveMomentumState, LearningRate, Optimizer};
 use burn::tensor::{Device, Tensor};

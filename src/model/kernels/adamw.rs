@@ -3,8 +3,10 @@
 //! fresh output, some 34 reads and writes of a parameter-sized buffer; fused, one pass that
 //! reads the parameter, its gradient and both moments and writes the three new tensors. On
 //! the CPU in f32 (`rows`) the pass computes burn's products, quotients and sums in burn's
-//! order, each rounded once to f32, so the results equal burn's bit for bit; elsewhere
-//! (flex, CUDA, bf16) the same operations run composed (`composed::adamw_step`).
+//! order, each rounded once to f32: the moments equal burn's bit for bit, and the parameter
+//! may differ in its last place where libtorch's square root (MKL's) is not correctly
+//! rounded and the CPU's is (`tests/kernels.rs`). Elsewhere (flex, CUDA, bf16) the same
+//! operations run composed (`composed::adamw_step`).
 
 use burn::backend::Dispatch;
 use burn::tensor::Tensor;
