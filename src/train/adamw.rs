@@ -42,7 +42,6 @@ impl Optimizer for FusedAdamW {
             weight_decay: self.weight_decay,
             lr,
             time,
-            first: moments.is_none(),
         };
         let (tensor, moment_1, moment_2) = adamw_step(tensor, grad, moments, step);
         let momentum = AdaptiveMomentumState {

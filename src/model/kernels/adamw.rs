@@ -23,11 +23,10 @@ pub struct AdamWStep {
     pub lr: f64,
     /// The step's number, from 1: the moments' bias corrections.
     pub time: usize,
-    /// No moments yet: they start from zero, as `g (1 - beta)` (burn's first step).
-    pub first: bool,
 }
 
-/// The step's scalars, each computed (and rounded) as burn's `AdamW` computes it.
+/// The step's scalars, each computed as burn's `AdamW` computes it and in its type (the
+/// decay and the learning rate in f64, rounded to the tensor's float where they are applied).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Scalars {
     pub beta_1: f32,
@@ -40,13 +39,14 @@ pub(super) struct Scalars {
     pub correction_2: f32,
     pub epsilon: f32,
     /// `1 - lr weight_decay`, or none where that product is 0.
-    pub keep: Option<f32>,
-    pub lr: f32,
+    pub keep: Option<f64>,
+    pub lr: f64,
+    /// No moments yet: they start from zero, as `g (1 - beta)` (burn's first step).
     pub first: bool,
 }
 
 impl AdamWStep {
-    pub(super) fn scalars(&self) -> Scalars {
+    pub(super) fn scalars(&self, first: bool) -> Scalars {
         let time = self.time as i32;
         let decay_rate = self.lr * self.weight_decay as f64;
         Scalars {
@@ -57,26 +57,22 @@ impl AdamWStep {
             correction_1: 1.0 - self.beta_1.powi(time),
             correction_2: 1.0 - self.beta_2.powi(time),
             epsilon: self.epsilon,
-            keep: (decay_rate != 0.0).then_some((1.0 - decay_rate) as f32),
-            lr: self.lr as f32,
-            first: self.first,
+            keep: (decay_rate != 0.0).then_some(1.0 - decay_rate),
+            lr: self.lr,
+            first,
         }
     }
 }
 
 /// The parameter, first moment and second moment after one AdamW step of `param` with
-/// `grad` from `moments` (`None` on the first step; then `step.first` must be set).
+/// `grad` from `moments` (`None` on the first step).
 pub fn adamw_step<const D: usize>(
     param: Tensor<D>,
     grad: Tensor<D>,
     moments: Option<(Tensor<D>, Tensor<D>)>,
     step: AdamWStep,
 ) -> (Tensor<D>, Tensor<D>, Tensor<D>) {
-    assert_eq!(
-        moments.is_none(),
-        step.first,
-        "moments exist from the second step on"
-    );
+    let first = moments.is_none();
     // The first step reads no moments: the gradient stands in for both.
     let (m1, m2) = moments.unwrap_or_else(|| (grad.clone(), grad.clone()));
     debug_assert!([&grad, &m1, &m2].iter().all(|t| t.shape() == param.shape()));
@@ -86,6 +82,7 @@ pub fn adamw_step<const D: usize>(
         m1.into_dispatch(),
         m2.into_dispatch(),
         step,
+        first,
     );
     (
         Tensor::from_dispatch(p),
@@ -125,6 +122,8 @@ mod rows {
                 .all(|&l| l == n)
         );
         assert!(o.m1.len() == n && o.m2.len() == n);
+        // libtorch rounds a scalar operand to the tensor's float.
+        let (keep, lr) = (s.keep.map(|k| k as f32), s.lr as f32);
         for e in 0..n {
             let g = i.g[e];
             let (m1, m2) = if s.first {
@@ -136,11 +135,11 @@ mod rows {
                 )
             };
             let delta = (m1 / s.correction_1) / ((m2 / s.correction_2).sqrt() + s.epsilon);
-            let kept = match s.keep {
+            let kept = match keep {
                 Some(keep) => i.p[e] * keep,
                 None => i.p[e],
             };
-            o.p[e] = kept - delta * s.lr;
+            o.p[e] = kept - delta * lr;
             o.m1[e] = m1;
             o.m2[e] = m2;
         }
@@ -165,15 +164,15 @@ pub(super) mod tch_kernel {
     /// Entries per task (any split gives the same results).
     const TASK: usize = 1 << 14;
 
-    pub fn step(p: T, g: T, m1: T, m2: T, step: AdamWStep) -> (T, T, T) {
+    pub fn step(p: T, g: T, m1: T, m2: T, step: AdamWStep, first: bool) -> (T, T, T) {
         let [pc, gc, m1c, m2c] = [&p, &g, &m1, &m2].map(|t| t.tensor.contiguous());
         let same = [&gc, &m1c, &m2c].iter().all(|t| t.size() == pc.size());
         let (Some(pv), Some(gv), Some(m1v), Some(m2v), true) =
             (floats(&pc), floats(&gc), floats(&m1c), floats(&m2c), same)
         else {
-            return composed::adamw_step::<LibTorch>(p, g, m1, m2, step);
+            return composed::adamw_step::<LibTorch>(p, g, m1, m2, step, first);
         };
-        let s = step.scalars();
+        let s = step.scalars(first);
         let size = pc.size();
         let (mut po, mut m1o, mut m2o) = (empty(&size), empty(&size), empty(&size));
         let (p_out, m1_out, m2_out) = (chunks(&mut po), chunks(&mut m1o), chunks(&mut m2o));

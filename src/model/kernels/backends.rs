@@ -139,8 +139,9 @@ impl KernelOps for burn::backend::LibTorch {
         m1: FloatTensor<Self>,
         m2: FloatTensor<Self>,
         step: AdamWStep,
+        first: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        super::adamw::tch_kernel::step(p, g, m1, m2, step)
+        super::adamw::tch_kernel::step(p, g, m1, m2, step, first)
     }
 }
 
@@ -281,8 +282,9 @@ impl KernelOps for burn::backend::Flex {
         m1: FloatTensor<Self>,
         m2: FloatTensor<Self>,
         step: AdamWStep,
+        first: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        composed::adamw_step::<Self>(p, g, m1, m2, step)
+        composed::adamw_step::<Self>(p, g, m1, m2, step, first)
     }
 }
 
@@ -446,9 +448,10 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         m1: FloatTensor<Self>,
         m2: FloatTensor<Self>,
         step: AdamWStep,
+        first: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [p, g, m1, m2] = [p, g, m1, m2].map(|t| t.into_primitive());
-        let (p, m1, m2) = B::adamw_step(p, g, m1, m2, step);
+        let (p, m1, m2) = B::adamw_step(p, g, m1, m2, step, first);
         (
             Self::from_inner(p),
             Self::from_inner(m1),

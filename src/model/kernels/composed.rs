@@ -428,36 +428,34 @@ pub(super) fn first_dim<B: Backend>(t: FloatTensor<B>, start: usize, end: usize)
 }
 
 /// One AdamW step, burn's `AdamW` operation for operation: `(param, m1, m2)` after the step
-/// (`m1`, `m2` unread on the first step).
+/// (`m1`, `m2` unread on the `first` step).
 pub fn adamw_step<B: Backend>(
     p: FloatTensor<B>,
     g: FloatTensor<B>,
     m1: FloatTensor<B>,
     m2: FloatTensor<B>,
     step: AdamWStep,
+    first: bool,
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let s = step.scalars(first);
     let scaled = |t: FloatTensor<B>, by: f32| B::float_mul_scalar(t, by.into());
-    let (b1, b2) = (step.beta_1, step.beta_2);
     let squared = B::float_powi_scalar(g.clone(), 2.into());
-    let (m1, m2) = if step.first {
-        (scaled(g, 1.0 - b1), scaled(squared, 1.0 - b2))
+    let (m1, m2) = if s.first {
+        (scaled(g, s.factor_1), scaled(squared, s.factor_2))
     } else {
         (
-            B::float_add(scaled(m1, b1), scaled(g, 1.0 - b1)),
-            B::float_add(scaled(m2, b2), scaled(squared, 1.0 - b2)),
+            B::float_add(scaled(m1, s.beta_1), scaled(g, s.factor_1)),
+            B::float_add(scaled(m2, s.beta_2), scaled(squared, s.factor_2)),
         )
     };
-    let time = step.time as i32;
-    let m1_corrected = B::float_div_scalar(m1.clone(), (1.0 - b1.powi(time)).into());
-    let m2_corrected = B::float_div_scalar(m2.clone(), (1.0 - b2.powi(time)).into());
-    let denominator = B::float_add_scalar(B::float_sqrt(m2_corrected), step.epsilon.into());
+    let m1_corrected = B::float_div_scalar(m1.clone(), s.correction_1.into());
+    let m2_corrected = B::float_div_scalar(m2.clone(), s.correction_2.into());
+    let denominator = B::float_add_scalar(B::float_sqrt(m2_corrected), s.epsilon.into());
     let delta = B::float_div(m1_corrected, denominator);
-    let decay_rate = step.lr * step.weight_decay as f64;
-    let kept = if decay_rate == 0.0 {
-        p
-    } else {
-        B::float_mul_scalar(p, (1.0 - decay_rate).into())
+    let kept = match s.keep {
+        Some(keep) => B::float_mul_scalar(p, keep.into()),
+        None => p,
     };
-    let p = B::float_sub(kept, B::float_mul_scalar(delta, step.lr.into()));
+    let p = B::float_sub(kept, B::float_mul_scalar(delta, s.lr.into()));
     (p, m1, m2)
 }

@@ -167,13 +167,14 @@ pub trait KernelOps: Backend {
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// One AdamW step of a parameter `p` with gradient `g` and moments `m1`, `m2` (all of
-    /// one shape; the moments unread on the first step) -> the new parameter and moments.
-    /// Not differentiable: an optimizer's step runs outside the graph.
+    /// one shape; the moments unread on the `first` step, which has none) -> the new
+    /// parameter and moments. Not differentiable: an optimizer's step runs outside the graph.
     fn adamw_step(
         p: FloatTensor<Self>,
         g: FloatTensor<Self>,
         m1: FloatTensor<Self>,
         m2: FloatTensor<Self>,
         step: adamw::AdamWStep,
+        first: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 }
