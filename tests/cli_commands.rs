@@ -222,7 +222,7 @@ fn bench_against_another_binary_pairs_every_case() {
 }
 
 /// `--sizes` benches a sweep's own sizes and arms; `--inference` times the inference path;
-/// `--json` gives every number with its spread.
+/// `--json` gives every number with its spread and the ratio's interval.
 #[test]
 fn bench_takes_a_sweeps_sizes_and_times_inference_as_json() {
     let tmp = TempDir::new().unwrap();
@@ -232,7 +232,7 @@ fn bench_takes_a_sweeps_sizes_and_times_inference_as_json() {
         "--backend",
         "tch",
         "--steps",
-        "3",
+        "6",
         "--sizes",
         sweep.to_str().unwrap(),
         "--inference",
@@ -251,12 +251,16 @@ fn bench_takes_a_sweeps_sizes_and_times_inference_as_json() {
     );
     for r in rows {
         assert_eq!(r["size"], "nano");
-        assert_eq!(r["steps"], 3);
+        assert_eq!(r["steps"], 6);
         assert_eq!(r["context"], 48);
         let q = |k: &str| r[k].as_f64().unwrap();
         assert!(q("step_s_min") <= q("step_s_p25") && q("step_s_p25") <= q("step_s_median"));
         assert!(q("step_s_median") <= q("step_s_p75") && q("step_s_p75") <= q("step_s_max"));
         assert!(q("step_s_min") > 0.0 && q("mfu") > 0.0);
+        // Six rounds: the ratio's interval is its whole range, at coverage 1 - 2/64.
+        let ratio = q("vs_baseline_median");
+        assert!(q("vs_baseline_ci_low") <= ratio && ratio <= q("vs_baseline_ci_high"));
+        assert!((q("vs_baseline_ci_coverage") - 0.96875).abs() < 1e-9, "{r}");
     }
     assert_eq!(rows[0]["vs_baseline_median"], 1.0);
 }

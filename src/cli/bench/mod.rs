@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use self::child::{Case, Child};
 use super::InputError;
-use crate::analysis::stats::percentile;
+use crate::analysis::stats::{LEVEL, ext_f64, fmt_interval, median_interval, percentile};
 use crate::backend::{self, BackendKind, Precision};
 use crate::fmt::bytes_text;
 use crate::model::flops::flops_per_token;
@@ -101,6 +101,14 @@ struct Row {
     vs_baseline_median: f64,
     vs_baseline_p25: f64,
     vs_baseline_p75: f64,
+    /// A distribution-free interval for that median (`stats::median_interval`, at least
+    /// 95%), with its exact coverage; NaN with fewer than 6 rounds.
+    #[serde(with = "ext_f64")]
+    vs_baseline_ci_low: f64,
+    #[serde(with = "ext_f64")]
+    vs_baseline_ci_high: f64,
+    #[serde(with = "ext_f64")]
+    vs_baseline_ci_coverage: f64,
     peak_bytes: Option<f64>,
     estimate_bytes: f64,
 }
@@ -240,6 +248,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `1.052x [1.031, 1.074]`: the median ratio and its interval (`-` with too few rounds).
+fn ratio_text(row: &Row) -> String {
+    let interval = if row.vs_baseline_ci_low.is_nan() {
+        "[-]".to_string()
+    } else {
+        fmt_interval(row.vs_baseline_ci_low, row.vs_baseline_ci_high, 3)
+    };
+    format!("{:.3}x {interval}", row.vs_baseline_median)
+}
+
 /// Starts one child per case (two with `--against`: this binary's, then the other's),
 /// warms each up with 2 steps, then runs `args.steps` rounds in which every child steps
 /// twice (untimed, then timed), in turn; a case's two children swap places every round.
@@ -297,6 +315,8 @@ fn row(case: &Case, times: &[f64], baseline: &[f64], peak_bytes: Option<f64>, pe
     let t = sorted(times.to_vec());
     let ratios = sorted(times.iter().zip(baseline).map(|(a, b)| a / b).collect());
     let median = percentile(&t, 0.5);
+    let (ci_low, ci_high, ci_coverage) =
+        median_interval(&ratios, LEVEL).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
     let tokens = (case.batch * case.model.context) as f64;
     let per_token = flops_per_token(&case.model);
     let flops = if case.inference {
@@ -324,6 +344,9 @@ fn row(case: &Case, times: &[f64], baseline: &[f64], peak_bytes: Option<f64>, pe
         vs_baseline_median: percentile(&ratios, 0.5),
         vs_baseline_p25: percentile(&ratios, 0.25),
         vs_baseline_p75: percentile(&ratios, 0.75),
+        vs_baseline_ci_low: ci_low,
+        vs_baseline_ci_high: ci_high,
+        vs_baseline_ci_coverage: ci_coverage,
         peak_bytes,
         // Inference keeps no optimizer state or activations for a backward pass; the
         // estimate is the training one, shown for training only.
@@ -366,7 +389,7 @@ fn print_table(r: &Report) {
         "IQR ms",
         "tokens/s",
         "MFU",
-        "vs baseline [IQR]",
+        "vs baseline [95% CI]",
         "peak mem",
         "estimate"
     );
@@ -380,16 +403,13 @@ fn print_table(r: &Report) {
             format!("{:.2}-{:.2}", row.step_s_p25 * 1e3, row.step_s_p75 * 1e3),
             row.tokens_per_s,
             row.mfu * 100.0,
-            format!(
-                "{:.3}x [{:.3}, {:.3}]",
-                row.vs_baseline_median, row.vs_baseline_p25, row.vs_baseline_p75
-            ),
+            ratio_text(row),
             mem(row.peak_bytes),
             mem(Some(row.estimate_bytes)),
         );
     }
     println!(
-        "\nstep ms: median of {} interleaved steps per case, each right after an untimed one; vs baseline: median and quartiles of the per-round ratio to the first case of its size; peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
+        "\nstep ms: median of {} interleaved steps per case, each right after an untimed one; vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles in --json); peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
         r.rows.first().map_or(0, |row| row.steps)
     );
     if let Some(other) = r.rows.iter().find_map(|row| row.binary.as_ref()) {
