@@ -47,17 +47,20 @@ test: setup data
 
 # Speed and memory of baseline, Full and Block AttnRes (not a test): training and inference at
 # the reference size and at the scaling sweep's sizes (nano to mini), into benches/cpu.txt
-# (README, Performance).
+# (README, Performance). BENCH_STEPS rounds per case: 20 take about 8 minutes; 60 narrow the
+# ratios' intervals enough to judge a goal (docs/performance.md, "Session 17").
+BENCH_STEPS ?= 20
+BENCH = $(BIN) bench --backend tch --steps $(BENCH_STEPS)
 bench: build
 	mkdir -p benches
-	{ $(BIN) bench --backend tch && \
-	  $(BIN) bench --backend tch --sizes sweeps/scaling.yaml && \
-	  $(BIN) bench --backend tch --inference --context 128 --batch-size 1 && \
-	  $(BIN) bench --backend tch --inference --context 128 --batch-size 16 && \
-	  $(BIN) bench --backend tch --inference --context 1024 --batch-size 1 && \
-	  $(BIN) bench --backend tch --inference --context 1024 --batch-size 16 && \
-	  $(BIN) bench --backend tch --inference --sizes sweeps/scaling.yaml --batch-size 1 && \
-	  $(BIN) bench --backend tch --inference --sizes sweeps/scaling.yaml --batch-size 16; } | tee benches/cpu.txt
+	{ $(BENCH) && \
+	  $(BENCH) --sizes sweeps/scaling.yaml && \
+	  $(BENCH) --inference --context 128 --batch-size 1 && \
+	  $(BENCH) --inference --context 128 --batch-size 16 && \
+	  $(BENCH) --inference --context 1024 --batch-size 1 && \
+	  $(BENCH) --inference --context 1024 --batch-size 16 && \
+	  $(BENCH) --inference --sizes sweeps/scaling.yaml --batch-size 1 && \
+	  $(BENCH) --inference --sizes sweeps/scaling.yaml --batch-size 16; } | tee benches/cpu.txt
 
 # attnres against eager PyTorch 2.11 on the same model and threads (a venv with torch from
 # PyPI, made once; about 4.6 GB), into benches/pytorch.txt. Not part of make test.
