@@ -3,7 +3,8 @@
 //! noisy machine hits them alike) while each process's peak memory (`VmHWM`) stays its own.
 //! Each timed step follows an untimed one of its own: measured, a step right after another
 //! case's ran 7-10 ms slower (tiny inference, batch 16: baseline 30 ms interleaved, 20 ms on
-//! its own), which pulled every ratio towards 1.
+//! its own), which pulled every ratio towards 1. A timed sample covers at least
+//! [`MIN_SAMPLE_S`] of steps.
 
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -40,6 +41,25 @@ pub struct Case {
 pub struct Ended {
     /// Peak resident memory of the child, where the OS tells (CPU only).
     pub peak_bytes: Option<f64>,
+    /// Steps per timed sample ([`MIN_SAMPLE_S`]; 1 from a build that predates it, as an
+    /// `--against` binary may).
+    #[serde(default = "one")]
+    pub repeats: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// The least time a timed sample covers: a case whose step is shorter runs that many steps
+/// back to back per sample and answers their mean. Single forwards of 0.5-8 ms (batch-1
+/// inference at the sweep sizes) swung by 2-3x from round to round, which left their
+/// ratios unreadable (docs/performance.md, "Session 17").
+pub const MIN_SAMPLE_S: f64 = 0.02;
+
+/// Steps per sample for a case whose quickest of three warm steps took `seconds`.
+fn repeats_for(seconds: f64) -> usize {
+    (MIN_SAMPLE_S / seconds).ceil().clamp(1.0, 1000.0) as usize
 }
 
 /// The child's side: build the case, answer `step` with seconds, end on `end` or EOF.
@@ -49,6 +69,8 @@ pub fn serve(kind: BackendKind, device: &str, case: &Case) -> anyhow::Result<()>
     let device = backend::device(kind, device)?;
     backend::set_precision(kind, &device, case.precision)?;
     let mut step = stepper(case, &device)?;
+    let quickest = (0..3).try_fold(f64::INFINITY, |t, _| Ok::<_, anyhow::Error>(t.min(step()?)))?;
+    let repeats = repeats_for(quickest);
     let mut out = std::io::stdout().lock();
     writeln!(out, "ready")?;
     out.flush()?;
@@ -59,8 +81,11 @@ pub fn serve(kind: BackendKind, device: &str, case: &Case) -> anyhow::Result<()>
                 // pages and thread pool warm, as in a training run, rather than cold from
                 // the other cases' steps in between.
                 step()?;
-                let seconds = step()?;
-                writeln!(out, "{seconds}")?;
+                let mut seconds = 0.0;
+                for _ in 0..repeats {
+                    seconds += step()?;
+                }
+                writeln!(out, "{}", seconds / repeats as f64)?;
                 out.flush()?;
             }
             "end" => break,
@@ -69,6 +94,7 @@ pub fn serve(kind: BackendKind, device: &str, case: &Case) -> anyhow::Result<()>
     }
     let ended = Ended {
         peak_bytes: (device_name == "cpu").then(peak_resident_bytes).flatten(),
+        repeats,
     };
     writeln!(out, "{}", serde_json::to_string(&ended)?)?;
     Ok(())
@@ -201,5 +227,19 @@ impl Child {
         let line = self.read_line()?;
         let _ = self.process.wait();
         serde_json::from_str(&line).with_context(|| format!("bench child answered `{line}`"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_steps_repeat_to_fill_a_sample() {
+        assert_eq!(repeats_for(0.5), 1);
+        assert_eq!(repeats_for(MIN_SAMPLE_S), 1);
+        assert_eq!(repeats_for(0.0021), 10);
+        assert_eq!(repeats_for(0.0004), 50);
+        assert_eq!(repeats_for(0.0), 1000);
     }
 }

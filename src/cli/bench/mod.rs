@@ -111,6 +111,9 @@ struct Row {
     vs_baseline_ci_coverage: f64,
     peak_bytes: Option<f64>,
     estimate_bytes: f64,
+    /// Steps run back to back per timed sample, whose mean the step times are
+    /// (`child::MIN_SAMPLE_S`).
+    repeats: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -301,6 +304,7 @@ fn measure_group(
             _ => (&times[i - 1], args.against.as_ref()),
         };
         let mut row = row(&case, t, against, ended.peak_bytes, peak);
+        row.repeats = ended.repeats;
         row.binary = binary.map(|b| b.display().to_string());
         rows.push(row);
     }
@@ -347,6 +351,7 @@ fn row(case: &Case, times: &[f64], baseline: &[f64], peak_bytes: Option<f64>, pe
         vs_baseline_ci_low: ci_low,
         vs_baseline_ci_high: ci_high,
         vs_baseline_ci_coverage: ci_coverage,
+        repeats: 1,
         peak_bytes,
         // Inference keeps no optimizer state or activations for a backward pass; the
         // estimate is the training one, shown for training only.
@@ -409,8 +414,9 @@ fn print_table(r: &Report) {
         );
     }
     println!(
-        "\nstep ms: median of {} interleaved steps per case, each right after an untimed one; vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles in --json); peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
-        r.rows.first().map_or(0, |row| row.steps)
+        "\nstep ms: median of {} interleaved samples per case, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles in --json); peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
+        r.rows.first().map_or(0, |row| row.steps),
+        child::MIN_SAMPLE_S * 1e3
     );
     if let Some(other) = r.rows.iter().find_map(|row| row.binary.as_ref()) {
         println!(
