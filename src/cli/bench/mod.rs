@@ -18,7 +18,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use clap::Args;
 use serde::Serialize;
 
-use self::child::{Case, Child};
+use self::child::{Case, Child, Ended};
 use super::InputError;
 use crate::analysis::stats::{LEVEL, ext_f64, fmt_interval, median_interval, percentile};
 use crate::backend::{self, BackendKind, Precision};
@@ -303,15 +303,14 @@ fn measure_group(
             0 => (&times[0], None),
             _ => (&times[i - 1], args.against.as_ref()),
         };
-        let mut row = row(&case, t, against, ended.peak_bytes, peak);
-        row.repeats = ended.repeats;
+        let mut row = row(&case, t, against, &ended, peak);
         row.binary = binary.map(|b| b.display().to_string());
         rows.push(row);
     }
     Ok(rows)
 }
 
-fn row(case: &Case, times: &[f64], baseline: &[f64], peak_bytes: Option<f64>, peak: f64) -> Row {
+fn row(case: &Case, times: &[f64], baseline: &[f64], ended: &Ended, peak: f64) -> Row {
     let sorted = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v
@@ -351,8 +350,8 @@ fn row(case: &Case, times: &[f64], baseline: &[f64], peak_bytes: Option<f64>, pe
         vs_baseline_ci_low: ci_low,
         vs_baseline_ci_high: ci_high,
         vs_baseline_ci_coverage: ci_coverage,
-        repeats: 1,
-        peak_bytes,
+        repeats: ended.repeats,
+        peak_bytes: ended.peak_bytes,
         // Inference keeps no optimizer state or activations for a backward pass; the
         // estimate is the training one, shown for training only.
         estimate_bytes: if case.inference {
