@@ -85,7 +85,7 @@ impl Sweep {
                 return Err(locate(SpecError::at(
                     &run.size_key,
                     format!(
-                        "size `{}` with {} needs about {} to train ({} weights, gradients and Adam state, {} activations for {} sequences of {} tokens at once), more than {}; use a smaller size, a shorter context or more train.micro_batches",
+                        "size `{}` with {} needs about {} to train ({} weights, gradients and Adam state, {} activations for {} sequences of {} tokens at once, {} of the allocator's kept heap), more than {}; use a smaller size, a shorter context or more train.micro_batches",
                         run.size,
                         run.arm,
                         crate::fmt::bytes_text(need.total()),
@@ -93,6 +93,7 @@ impl Sweep {
                         crate::fmt::bytes_text(need.activations),
                         run.spec.sequences_in_flight(),
                         run.spec.model.context,
+                        crate::fmt::bytes_text(need.heap),
                         limit.what
                     ),
                 )));
