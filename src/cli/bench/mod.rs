@@ -9,6 +9,7 @@
 //! comparisons that the machine's drift between two runs would otherwise swamp.
 
 mod child;
+mod table;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -16,13 +17,12 @@ use std::time::Instant;
 use anyhow::Context;
 use burn::tensor::{Device, Tensor, TensorData};
 use clap::Args;
-use serde::Serialize;
 
 use self::child::{Case, Child, Ended};
+use self::table::{Report, Row, print_table};
 use super::InputError;
-use crate::analysis::stats::{LEVEL, ext_f64, fmt_interval, median_interval, percentile};
+use crate::analysis::stats::{LEVEL, median_interval, percentile};
 use crate::backend::{self, BackendKind, Precision};
-use crate::fmt::bytes_text;
 use crate::model::flops::flops_per_token;
 use crate::model::memory::training_memory_in;
 use crate::model::{ModelConfig, ResidualConfig};
@@ -75,58 +75,6 @@ pub struct BenchArgs {
     /// Internal: serve one case (JSON) to a parent bench.
     #[arg(long, hide = true)]
     pub serve: Option<String>,
-}
-
-/// One case's measurements.
-#[derive(Debug, Serialize)]
-struct Row {
-    size: String,
-    label: String,
-    d_model: usize,
-    n_blocks: usize,
-    context: usize,
-    batch: usize,
-    steps: usize,
-    step_s_median: f64,
-    step_s_p25: f64,
-    step_s_p75: f64,
-    step_s_min: f64,
-    step_s_max: f64,
-    tokens_per_s: f64,
-    mfu: f64,
-    /// The `--against` binary this row's child ran, if not this one.
-    binary: Option<String>,
-    /// Median over rounds of this case's step time over the baseline's in the same round
-    /// (for an `--against` row: over this binary's same case), with its quartiles.
-    vs_baseline_median: f64,
-    vs_baseline_p25: f64,
-    vs_baseline_p75: f64,
-    /// A distribution-free interval for that median (`stats::median_interval`, at least
-    /// 95%), with its exact coverage; NaN with fewer than 6 rounds.
-    #[serde(with = "ext_f64")]
-    vs_baseline_ci_low: f64,
-    #[serde(with = "ext_f64")]
-    vs_baseline_ci_high: f64,
-    #[serde(with = "ext_f64")]
-    vs_baseline_ci_coverage: f64,
-    peak_bytes: Option<f64>,
-    estimate_bytes: f64,
-    /// Steps run back to back per timed sample, whose mean the step times are
-    /// (`child::MIN_SAMPLE_S`).
-    repeats: usize,
-}
-
-#[derive(Debug, Serialize)]
-struct Report {
-    machine: String,
-    cores: usize,
-    threads: Option<usize>,
-    backend: String,
-    device: String,
-    precision: &'static str,
-    mode: &'static str,
-    matmul_peak_flops: f64,
-    rows: Vec<Row>,
 }
 
 fn reference_cases(args: &BenchArgs) -> Vec<Case> {
@@ -251,16 +199,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `1.052x [1.031, 1.074]`: the median ratio and its interval (`-` with too few rounds).
-fn ratio_text(row: &Row) -> String {
-    let interval = if row.vs_baseline_ci_low.is_nan() {
-        "[-]".to_string()
-    } else {
-        fmt_interval(row.vs_baseline_ci_low, row.vs_baseline_ci_high, 3)
-    };
-    format!("{:.3}x {interval}", row.vs_baseline_median)
-}
-
 /// Starts one child per case (two with `--against`: this binary's, then the other's),
 /// warms each up with 2 steps, then runs `args.steps` rounds in which every child steps
 /// twice (untimed, then timed), in turn; a case's two children swap places every round.
@@ -359,68 +297,6 @@ fn row(case: &Case, times: &[f64], baseline: &[f64], ended: &Ended, peak: f64) -
         } else {
             memory.total()
         },
-    }
-}
-
-fn print_table(r: &Report) {
-    println!(
-        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s (1024^3, best of 5)",
-        r.backend,
-        r.device,
-        r.machine,
-        r.cores,
-        r.threads.map_or("default".to_string(), |t| t.to_string()),
-        r.precision,
-        r.mode,
-        r.matmul_peak_flops / 1e9
-    );
-    let label = |row: &Row| match &row.binary {
-        Some(_) => format!("{} @other", row.label),
-        None => row.label.clone(),
-    };
-    let width = r
-        .rows
-        .iter()
-        .map(|row| label(row).len())
-        .max()
-        .unwrap_or(0)
-        .max(12);
-    println!(
-        "{:<10} {:<width$} {:>9} {:>17} {:>10} {:>6} {:>21} {:>9} {:>9}",
-        "size",
-        "variant",
-        "step ms",
-        "IQR ms",
-        "tokens/s",
-        "MFU",
-        "vs baseline [95% CI]",
-        "peak mem",
-        "estimate"
-    );
-    for row in &r.rows {
-        let mem = |b: Option<f64>| b.filter(|b| b.is_finite()).map_or("-".into(), bytes_text);
-        println!(
-            "{:<10} {:<width$} {:>9.2} {:>17} {:>10.0} {:>5.1}% {:>21} {:>9} {:>9}",
-            row.size,
-            label(row),
-            row.step_s_median * 1e3,
-            format!("{:.2}-{:.2}", row.step_s_p25 * 1e3, row.step_s_p75 * 1e3),
-            row.tokens_per_s,
-            row.mfu * 100.0,
-            ratio_text(row),
-            mem(row.peak_bytes),
-            mem(Some(row.estimate_bytes)),
-        );
-    }
-    println!(
-        "\nstep ms: median of {} interleaved samples per case, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles in --json); peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
-        r.rows.first().map_or(0, |row| row.steps),
-        child::MIN_SAMPLE_S * 1e3
-    );
-    if let Some(other) = r.rows.iter().find_map(|row| row.binary.as_ref()) {
-        println!(
-            "@other: the same case in {other}, its steps beside this binary's (swapping places every round); its vs baseline is its ratio to this binary's same case\n"
-        );
     }
 }
 

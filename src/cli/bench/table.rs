@@ -1,0 +1,135 @@
+//! What `attnres bench` reports: one row per case (its step times, throughput, MFU, ratio to
+//! the baseline with that ratio's interval, and memory), as `--json` writes them and as the
+//! table prints them.
+
+use serde::Serialize;
+
+use super::child;
+use crate::analysis::stats::{ext_f64, fmt_interval};
+use crate::fmt::bytes_text;
+
+/// One case's measurements.
+#[derive(Debug, Serialize)]
+pub(super) struct Row {
+    pub(super) size: String,
+    pub(super) label: String,
+    pub(super) d_model: usize,
+    pub(super) n_blocks: usize,
+    pub(super) context: usize,
+    pub(super) batch: usize,
+    pub(super) steps: usize,
+    pub(super) step_s_median: f64,
+    pub(super) step_s_p25: f64,
+    pub(super) step_s_p75: f64,
+    pub(super) step_s_min: f64,
+    pub(super) step_s_max: f64,
+    pub(super) tokens_per_s: f64,
+    pub(super) mfu: f64,
+    /// The `--against` binary this row's child ran, if not this one.
+    pub(super) binary: Option<String>,
+    /// Median over rounds of this case's step time over the baseline's in the same round
+    /// (for an `--against` row: over this binary's same case), with its quartiles.
+    pub(super) vs_baseline_median: f64,
+    pub(super) vs_baseline_p25: f64,
+    pub(super) vs_baseline_p75: f64,
+    /// A distribution-free interval for that median (`stats::median_interval`, at least
+    /// 95%), with its exact coverage; NaN with fewer than 6 rounds.
+    #[serde(with = "ext_f64")]
+    pub(super) vs_baseline_ci_low: f64,
+    #[serde(with = "ext_f64")]
+    pub(super) vs_baseline_ci_high: f64,
+    #[serde(with = "ext_f64")]
+    pub(super) vs_baseline_ci_coverage: f64,
+    pub(super) peak_bytes: Option<f64>,
+    pub(super) estimate_bytes: f64,
+    /// Steps run back to back per timed sample, whose mean the step times are
+    /// (`child::MIN_SAMPLE_S`).
+    pub(super) repeats: usize,
+}
+
+/// A bench run: the machine and backend, and a row per case.
+#[derive(Debug, Serialize)]
+pub(super) struct Report {
+    pub(super) machine: String,
+    pub(super) cores: usize,
+    pub(super) threads: Option<usize>,
+    pub(super) backend: String,
+    pub(super) device: String,
+    pub(super) precision: &'static str,
+    pub(super) mode: &'static str,
+    pub(super) matmul_peak_flops: f64,
+    pub(super) rows: Vec<Row>,
+}
+
+/// `1.052x [1.031, 1.074]`: the median ratio and its interval (`-` with too few rounds).
+fn ratio_text(row: &Row) -> String {
+    let interval = if row.vs_baseline_ci_low.is_nan() {
+        "[-]".to_string()
+    } else {
+        fmt_interval(row.vs_baseline_ci_low, row.vs_baseline_ci_high, 3)
+    };
+    format!("{:.3}x {interval}", row.vs_baseline_median)
+}
+
+/// Prints the report as a table, with a legend of what each column is.
+pub(super) fn print_table(r: &Report) {
+    println!(
+        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s (1024^3, best of 5)",
+        r.backend,
+        r.device,
+        r.machine,
+        r.cores,
+        r.threads.map_or("default".to_string(), |t| t.to_string()),
+        r.precision,
+        r.mode,
+        r.matmul_peak_flops / 1e9
+    );
+    let label = |row: &Row| match &row.binary {
+        Some(_) => format!("{} @other", row.label),
+        None => row.label.clone(),
+    };
+    let width = r
+        .rows
+        .iter()
+        .map(|row| label(row).len())
+        .max()
+        .unwrap_or(0)
+        .max(12);
+    println!(
+        "{:<10} {:<width$} {:>9} {:>17} {:>10} {:>6} {:>21} {:>9} {:>9}",
+        "size",
+        "variant",
+        "step ms",
+        "IQR ms",
+        "tokens/s",
+        "MFU",
+        "vs baseline [95% CI]",
+        "peak mem",
+        "estimate"
+    );
+    for row in &r.rows {
+        let mem = |b: Option<f64>| b.filter(|b| b.is_finite()).map_or("-".into(), bytes_text);
+        println!(
+            "{:<10} {:<width$} {:>9.2} {:>17} {:>10.0} {:>5.1}% {:>21} {:>9} {:>9}",
+            row.size,
+            label(row),
+            row.step_s_median * 1e3,
+            format!("{:.2}-{:.2}", row.step_s_p25 * 1e3, row.step_s_p75 * 1e3),
+            row.tokens_per_s,
+            row.mfu * 100.0,
+            ratio_text(row),
+            mem(row.peak_bytes),
+            mem(Some(row.estimate_bytes)),
+        );
+    }
+    println!(
+        "\nstep ms: median of {} interleaved samples per case, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles in --json); peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
+        r.rows.first().map_or(0, |row| row.steps),
+        child::MIN_SAMPLE_S * 1e3
+    );
+    if let Some(other) = r.rows.iter().find_map(|row| row.binary.as_ref()) {
+        println!(
+            "@other: the same case in {other}, its steps beside this binary's (swapping places every round); its vs baseline is its ratio to this binary's same case\n"
+        );
+    }
+}
