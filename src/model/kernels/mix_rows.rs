@@ -4,12 +4,16 @@
 //!
 //! The inner loops are written once, over sixteen lanes with fused multiply-adds
 //! (`lanes.rs`), and run in AVX-512, AVX2 or plain Rust as the CPU allows: the same floats
-//! in each, since every lane does the same operations in the same order.
+//! in each, since every lane does the same operations in the same order. Narrow models'
+//! forwards take sixteen tokens at a time (`tiled.rs`), with `e^x` in lanes (`exp.rs`):
+//! the same floats again.
 
 use super::omp::for_each_task;
 use super::rows::ROWS_PER_TASK;
 
+mod exp;
 mod lanes;
+mod tiled;
 #[cfg(target_arch = "x86_64")]
 use lanes::{Avx2, Avx512};
 use lanes::{Form, Lanes, Portable, WIDTH};
@@ -249,12 +253,29 @@ unsafe fn forward_rows_avx512(t: Task, x: &mut [f32], saved: &mut [f32]) {
     unsafe { forward_rows::<Avx512>(t, x, saved) }
 }
 
-/// One task's rows of [`mix_forward`].
+/// One task's rows of [`mix_forward`]: sixteen tokens at a time in narrow models
+/// (`tiled.rs`), else one at a time; the same floats either way.
 ///
 /// # Safety
 /// The CPU has `S`'s features.
 #[inline(always)]
 unsafe fn forward_rows<S: Lanes>(t: Task, x: &mut [f32], saved: &mut [f32]) {
+    // SAFETY: `S`'s features as the caller promised.
+    unsafe {
+        if t.src.d < tiled::TILED_BELOW_D {
+            tiled::forward_rows_tiled::<S>(t, x, saved)
+        } else {
+            forward_rows_by_token::<S>(t, x, saved)
+        }
+    }
+}
+
+/// One task's rows of [`mix_forward`], a token at a time.
+///
+/// # Safety
+/// The CPU has `S`'s features.
+#[inline(always)]
+unsafe fn forward_rows_by_token<S: Lanes>(t: Task, x: &mut [f32], saved: &mut [f32]) {
     let (src, d) = (t.src, t.src.d);
     let sources = src.count();
     let mut w = Weights::new(sources);
@@ -527,6 +548,43 @@ mod tests {
     use super::super::rows::inv_rms;
     use super::*;
 
+    /// The forward of narrow models, sixteen tokens at a time in every form, writes the
+    /// floats of the portable token-at-a-time path bit for bit: 1 to 20 sources (one and
+    /// two sets of lanes), a last tile of 5 tokens, with and without the key norm and the
+    /// partial sum, and logits spread far enough that exponentials underflow.
+    #[test]
+    fn the_tiled_forward_equals_the_forward_by_token() {
+        let (n, d) = (37, 40);
+        for sources in [1, 2, 3, 6, 15, 16, 17, 20] {
+            for (key_norm, partial) in [(true, true), (false, true), (true, false)] {
+                let (stacked, p, q) = inputs(n, d, sources - usize::from(partial), 3);
+                let q: Vec<f32> = q.iter().map(|q| q * 40.0).collect();
+                let mut task = first_task(&stacked, &p, &q, n, d);
+                task.key_norm = key_norm;
+                if !partial {
+                    task.src.partial = None;
+                }
+                let fresh = || (vec![0.0f32; n * d], vec![0.0f32; n * sources * SAVED]);
+                let (mut x, mut saved) = fresh();
+                // SAFETY: the portable form runs anywhere.
+                unsafe { forward_rows_by_token::<Portable>(task, &mut x, &mut saved) };
+                let underflowed = saved.chunks_exact(SAVED).filter(|w| w[0] == 0.0).count();
+                for form in Form::all_here() {
+                    let (mut tiled_x, mut tiled_saved) = fresh();
+                    // SAFETY: `form` is one this CPU has; below `TILED_BELOW_D`.
+                    unsafe { forward_rows_in(form, task, &mut tiled_x, &mut tiled_saved) };
+                    let case = format!("{form:?}, {sources} sources, key norm {key_norm}");
+                    assert_eq!(bits(&tiled_x), bits(&x), "{case}");
+                    assert_eq!(bits(&tiled_saved), bits(&saved), "{case}");
+                }
+                assert!(
+                    sources == 1 || underflowed > 0,
+                    "no weight underflowed: {sources}"
+                );
+            }
+        }
+    }
+
     /// `inv_rms_of` agrees with `rows::inv_rms` on the same row.
     #[test]
     fn inverse_rms_from_the_sum_of_squares() {
@@ -641,7 +699,8 @@ mod tests {
     /// same weights; with and without tails of fewer than 16 entries.
     #[test]
     fn forward_rows_in_every_form_equal_the_source_by_source_sums() {
-        for d in [64, 72, 67] {
+        // Narrow rows take the tiled path, 260 the token-at-a-time one.
+        for d in [64, 72, 67, 260] {
             let (n, k) = (ROWS_PER_TASK, 5);
             let (stacked, partial, q) = inputs(n, d, k, 10);
             let task = first_task(&stacked, &partial, &q, n, d);

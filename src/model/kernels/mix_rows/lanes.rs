@@ -28,6 +28,16 @@ pub trait Lanes {
     unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     /// `c - a b`, lane by lane, rounded once.
     unsafe fn neg_mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// `a - b`, lane by lane.
+    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
+    /// `a / b`, lane by lane.
+    unsafe fn div(a: Self::V, b: Self::V) -> Self::V;
+    /// The square root of each lane.
+    unsafe fn sqrt(x: Self::V) -> Self::V;
+    /// `b` where it is greater than `a`, else `a` (so `a` where `b` is NaN), lane by lane.
+    unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
+    /// `e^x` of each lane, as the C library's `expf` rounds it (`exp.rs`).
+    unsafe fn exp(x: Self::V) -> Self::V;
     /// The lanes' sum in a tree: lanes `i` and `i + 8` first, then `i` and `i + 4` of those,
     /// `i` and `i + 2`, and the last two.
     unsafe fn sum(x: Self::V) -> f32;
@@ -123,6 +133,31 @@ impl Lanes for Portable {
     }
 
     #[inline(always)]
+    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
+        std::array::from_fn(|i| a[i] - b[i])
+    }
+
+    #[inline(always)]
+    unsafe fn div(a: Self::V, b: Self::V) -> Self::V {
+        std::array::from_fn(|i| a[i] / b[i])
+    }
+
+    #[inline(always)]
+    unsafe fn sqrt(x: Self::V) -> Self::V {
+        x.map(f32::sqrt)
+    }
+
+    #[inline(always)]
+    unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
+        std::array::from_fn(|i| if b[i] > a[i] { b[i] } else { a[i] })
+    }
+
+    #[inline(always)]
+    unsafe fn exp(x: Self::V) -> Self::V {
+        x.map(super::exp::expf)
+    }
+
+    #[inline(always)]
     unsafe fn sum(x: Self::V) -> f32 {
         let mut s = x;
         for half in [8, 4, 2, 1] {
@@ -214,6 +249,38 @@ mod x86 {
 
         #[inline]
         #[target_feature(enable = "avx2,fma")]
+        unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
+            (_mm256_sub_ps(a.0, b.0), _mm256_sub_ps(a.1, b.1))
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn div(a: Self::V, b: Self::V) -> Self::V {
+            (_mm256_div_ps(a.0, b.0), _mm256_div_ps(a.1, b.1))
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn sqrt(x: Self::V) -> Self::V {
+            (_mm256_sqrt_ps(x.0), _mm256_sqrt_ps(x.1))
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
+            // `maxps` answers its second operand unless the first is greater.
+            (_mm256_max_ps(b.0, a.0), _mm256_max_ps(b.1, a.1))
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn exp(x: Self::V) -> Self::V {
+            // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
+            unsafe { super::super::exp::exp_avx2(x) }
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
         unsafe fn sum(x: Self::V) -> f32 {
             sum8(_mm256_add_ps(x.0, x.1))
         }
@@ -271,6 +338,38 @@ mod x86 {
 
         #[inline]
         #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
+            _mm512_sub_ps(a, b)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn div(a: Self::V, b: Self::V) -> Self::V {
+            _mm512_div_ps(a, b)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn sqrt(x: Self::V) -> Self::V {
+            _mm512_sqrt_ps(x)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
+            // `vmaxps` answers its second operand unless the first is greater.
+            _mm512_max_ps(b, a)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn exp(x: Self::V) -> Self::V {
+            // SAFETY: compiled for, and called on, a CPU with AVX-512.
+            unsafe { super::super::exp::exp_avx512(x) }
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx2,fma")]
         unsafe fn sum(x: Self::V) -> f32 {
             let low = _mm512_castps512_ps256(x);
             let high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
@@ -299,6 +398,12 @@ mod tests {
                 S::mul_add(a, b, c),
                 S::neg_mul_add(a, b, c),
                 S::mul_add(S::splat(x[5]), a, c),
+                S::sub(a, b),
+                S::div(a, b),
+                S::sqrt(S::mul(a, a)),
+                S::exp(S::mul(a, S::splat(30.0))),
+                S::max(a, b),
+                S::max(S::sqrt(a), b),
             ];
             let mut out = vec![0.0f32; 16 * r.len()];
             for (i, r) in r.iter().enumerate() {
