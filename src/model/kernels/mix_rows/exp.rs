@@ -139,11 +139,7 @@ pub unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m
         _mm512_storeu_ps(out.as_mut_ptr(), y);
         _mm512_storeu_ps(arg.as_mut_ptr(), x);
     }
-    for (i, (out, &arg)) in out.iter_mut().zip(&arg).enumerate() {
-        if special & (1 << i) != 0 {
-            *out = special_lane(arg);
-        }
-    }
+    special_lanes(&mut out, &arg, special.into());
     // SAFETY: as above.
     unsafe { _mm512_loadu_ps(out.as_ptr()) }
 }
@@ -205,11 +201,7 @@ pub unsafe fn exp_avx2(
             _mm256_storeu_ps(out.as_mut_ptr(), y);
             _mm256_storeu_ps(arg.as_mut_ptr(), x);
         }
-        for (i, (out, &arg)) in out.iter_mut().zip(&arg).enumerate() {
-            if special & (1 << i) != 0 {
-                *out = special_lane(arg);
-            }
-        }
+        special_lanes(&mut out, &arg, special as u32);
         // SAFETY: as above.
         unsafe { _mm256_loadu_ps(out.as_ptr()) }
     };
@@ -237,11 +229,16 @@ fn near_one_avx2(xd: std::arch::x86_64::__m256d) -> std::arch::x86_64::__m128 {
     _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_fmadd_pd(z, r2, y), s))
 }
 
-/// One lane whose argument is special: the whole of [`expf`] (whose main path it may also
-/// take, between -103.3 and -88).
+/// Redoes the lanes whose bit is set in `special` (an argument of magnitude 88 or more, an
+/// infinity or a NaN) with the whole of [`expf`], whose main path some of them take too
+/// (between -103.3 and -88).
 #[cold]
-fn special_lane(x: f32) -> f32 {
-    expf(x)
+fn special_lanes(out: &mut [f32], arg: &[f32], special: u32) {
+    for (i, (out, &arg)) in out.iter_mut().zip(arg).enumerate() {
+        if special & (1 << i) != 0 {
+            *out = expf(arg);
+        }
+    }
 }
 
 #[cfg(test)]
