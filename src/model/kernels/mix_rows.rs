@@ -573,7 +573,8 @@ mod tests {
                     let (mut tiled_x, mut tiled_saved) = fresh();
                     // SAFETY: `form` is one this CPU has; below `TILED_BELOW_D`.
                     unsafe { forward_rows_in(form, task, &mut tiled_x, &mut tiled_saved) };
-                    let case = format!("{form:?}, {sources} sources, key norm {key_norm}");
+                    let case =
+                        format!("{form:?}, {sources} sources, norm {key_norm}, partial {partial}");
                     assert_eq!(bits(&tiled_x), bits(&x), "{case}");
                     assert_eq!(bits(&tiled_saved), bits(&saved), "{case}");
                 }
