@@ -22,6 +22,7 @@ pub mod norm;
 #[cfg(feature = "tch")]
 mod omp;
 pub mod rotary;
+#[cfg(feature = "tch")]
 mod rows;
 pub mod stack;
 pub mod swiglu;
