@@ -2,7 +2,7 @@
 //! the C library's `expf` that the kernels called one source at a time before
 //! (docs/performance.md, session 19).
 //!
-//! The algorithm is glibc's (2.28 and later, `sysdeps/ieee754/flt-32/e_expf.c`), in the form
+//! The algorithm is glibc's (`sysdeps/ieee754/flt-32/e_expf.c`, read off 2.36), in the form
 //! its x86-64 build with fused multiply-adds runs (`__expf_fma`, which glibc picks on every
 //! CPU with FMA, and which this machine's libm was disassembled to confirm): in doubles,
 //! `x = (k + r) ln 2 / 32` with `k` an integer and `|r| <= 1/2`, then
@@ -60,8 +60,8 @@ const C3: f64 = f64::from_bits(0x3ebc6af84b912394);
 const C2: f64 = f64::from_bits(0x3f2ebfce50fac4f3);
 const C1: f64 = f64::from_bits(0x3f962e42ff0c52d6);
 
-/// The exponent field and sign shifted down (`bits >> 20`) above which (magnitude 88 or
-/// more, infinities, NaNs) the special cases apply.
+/// The exponent and the mantissa's top three bits, without the sign (`bits >> 20 & 0x7ff`),
+/// above which (magnitude 88 or more, infinities, NaNs) the special cases apply.
 const SPECIAL_ABOVE: u32 = 0x42a;
 
 /// `e^x`, rounded to `f32` as glibc's `expf` rounds it.
