@@ -24,7 +24,6 @@ struct Tile {
     s: Vec<f32>,
     u: Vec<f32>,
     a: Vec<f32>,
-    sources: usize,
 }
 
 impl Tile {
@@ -33,8 +32,12 @@ impl Tile {
             s: vec![0.0; sources * WIDTH],
             u: vec![0.0; sources * WIDTH],
             a: vec![0.0; sources * WIDTH],
-            sources,
         }
+    }
+
+    /// The first lane of each source's `WIDTH`, in source order.
+    fn sources(&self) -> impl Iterator<Item = usize> + use<> {
+        (0..self.s.len()).step_by(WIDTH)
     }
 
     /// `1/rms`, the logits and their softmax over the sources, for every lane at once.
@@ -47,12 +50,12 @@ impl Tile {
         // SAFETY: `S`'s features as the caller promised; each of the three holds `WIDTH`
         // floats per source.
         unsafe {
-            let one = S::splat(1.0);
+            let (one, entries) = (S::splat(1.0), S::splat(d as f32));
+            let eps = S::splat(crate::model::norm::RMS_EPS as f32);
             let mut max = S::splat(f32::NEG_INFINITY);
-            for k in (0..self.sources).map(|k| k * WIDTH) {
+            for k in self.sources() {
                 let inv_rms = if key_norm {
-                    let mean = S::div(S::load(u.add(k)), S::splat(d as f32));
-                    let eps = S::splat(crate::model::norm::RMS_EPS as f32);
+                    let mean = S::div(S::load(u.add(k)), entries);
                     S::div(one, S::sqrt(S::add(mean, eps)))
                 } else {
                     one
@@ -63,12 +66,12 @@ impl Tile {
                 max = S::max(max, logit);
             }
             let mut sum = S::splat(0.0);
-            for k in (0..self.sources).map(|k| k * WIDTH) {
+            for k in self.sources() {
                 let e = S::exp(S::sub(S::load(a.add(k)), max));
                 S::store(a.add(k), e);
                 sum = S::add(sum, e);
             }
-            for k in (0..self.sources).map(|k| k * WIDTH) {
+            for k in self.sources() {
                 S::store(a.add(k), S::div(S::load(a.add(k)), sum));
             }
         }
