@@ -242,6 +242,20 @@ fn bench_takes_a_sweeps_sizes_and_times_inference_as_json() {
     ]);
     let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(report["mode"], "inference");
+    // The peak is the better of its probes before and after the cases, and every MFU is
+    // over it.
+    let probes: Vec<f64> = report["matmul_peak_probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_f64().unwrap())
+        .collect();
+    let peak = report["matmul_peak_flops"].as_f64().unwrap();
+    assert!(
+        probes.len() == 2 && probes.iter().all(|&p| p > 0.0 && p <= peak),
+        "{probes:?}"
+    );
+    assert!(probes.contains(&peak), "{probes:?} {peak}");
     let rows = report["rows"].as_array().unwrap();
     let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
     assert_eq!(
@@ -257,6 +271,10 @@ fn bench_takes_a_sweeps_sizes_and_times_inference_as_json() {
         assert!(q("step_s_min") <= q("step_s_p25") && q("step_s_p25") <= q("step_s_median"));
         assert!(q("step_s_median") <= q("step_s_p75") && q("step_s_p75") <= q("step_s_max"));
         assert!(q("step_s_min") > 0.0 && q("mfu") > 0.0);
+        assert!(
+            (q("mfu") - q("flops_per_s") / peak).abs() <= 1e-12 * q("mfu"),
+            "{r}"
+        );
         // Steps per sample: a nano forward of 48 tokens takes well under the 20 ms a sample
         // covers, but a test run beside others may stall it past that (so at least 1 here;
         // `child::tests` checks the count).

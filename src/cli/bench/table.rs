@@ -24,6 +24,9 @@ pub(super) struct Row {
     pub(super) step_s_min: f64,
     pub(super) step_s_max: f64,
     pub(super) tokens_per_s: f64,
+    /// The model's FLOPs a second at the median step (`model::flops`).
+    pub(super) flops_per_s: f64,
+    /// `flops_per_s` over the report's matmul peak.
     pub(super) mfu: f64,
     /// The `--against` binary this row's child ran, if not this one.
     pub(super) binary: Option<String>,
@@ -57,7 +60,10 @@ pub(super) struct Report {
     pub(super) device: String,
     pub(super) precision: &'static str,
     pub(super) mode: &'static str,
+    /// The better of the two probes below.
     pub(super) matmul_peak_flops: f64,
+    /// The matmul peak probed before the cases ran and after (`PEAK_REPEATS` each).
+    pub(super) matmul_peak_probes: [f64; 2],
     pub(super) rows: Vec<Row>,
 }
 
@@ -74,7 +80,7 @@ fn ratio_text(row: &Row) -> String {
 /// Prints the report as a table, with a legend of what each column is.
 pub(super) fn print_table(r: &Report) {
     println!(
-        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s (1024^3, best of 5)",
+        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s (1024^3, best of {} before the cases and {} after: {:.1} and {:.1})",
         r.backend,
         r.device,
         r.machine,
@@ -82,7 +88,11 @@ pub(super) fn print_table(r: &Report) {
         r.threads.map_or("default".to_string(), |t| t.to_string()),
         r.precision,
         r.mode,
-        r.matmul_peak_flops / 1e9
+        r.matmul_peak_flops / 1e9,
+        super::PEAK_REPEATS,
+        super::PEAK_REPEATS,
+        r.matmul_peak_probes[0] / 1e9,
+        r.matmul_peak_probes[1] / 1e9,
     );
     let label = |row: &Row| match &row.binary {
         Some(_) => format!("{} @other", row.label),
