@@ -170,18 +170,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         // Probed before and after the cases, the better of the two: one probe taken while
         // the host is busy elsewhere read as low as 60% of the other, and every MFU with it.
         let before = matmul_peak(&device)?;
-        let mut rows = Vec::new();
+        let mut measured = Vec::new();
         for cases in &groups {
-            rows.extend(
+            measured.extend(
                 measure_group(&args, backend, cases)
                     .with_context(|| format!("benchmarking size {}", cases[0].size))?,
             );
         }
         let probes = [before, matmul_peak(&device)?];
         let peak = probes[0].max(probes[1]);
-        for row in &mut rows {
-            row.mfu = row.flops_per_s / peak;
-        }
+        let rows = measured.iter().map(|m| row(m, peak)).collect();
         let report = Report {
             machine: backend::cpu_model(),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -207,6 +205,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One case's step times as its child ran them, the times its ratio is taken to (the
+/// baseline's, or for an `--against` child this build's same case), how the child ended and
+/// which binary it was if not this one.
+struct Measured {
+    case: Case,
+    times: Vec<f64>,
+    against: Vec<f64>,
+    ended: Ended,
+    binary: Option<String>,
+}
+
 /// Starts one child per case (two with `--against`: this binary's, then the other's),
 /// warms each up with 2 steps, then runs `args.steps` rounds in which every child steps
 /// twice (untimed, then timed), in turn; a case's two children swap places every round.
@@ -214,7 +223,7 @@ fn measure_group(
     args: &BenchArgs,
     backend: BackendKind,
     cases: &[Case],
-) -> anyhow::Result<Vec<Row>> {
+) -> anyhow::Result<Vec<Measured>> {
     let binaries: Vec<Option<&Path>> = std::iter::once(None)
         .chain(args.against.as_deref().map(Some))
         .collect();
@@ -239,24 +248,29 @@ fn measure_group(
             }
         }
     }
-    let mut rows = Vec::new();
-    for (i, (child, t)) in children.into_iter().zip(&times).enumerate() {
+    let mut measured = Vec::new();
+    for (i, child) in children.into_iter().enumerate() {
         let case = child.case.clone();
         let ended = child.end()?;
         // This binary's rows against the baseline; the other's against the same case here.
         let (against, binary) = match i % per_case {
-            0 => (&times[0], None),
-            _ => (&times[i - 1], args.against.as_ref()),
+            0 => (times[0].clone(), None),
+            _ => (times[i - 1].clone(), args.against.as_ref()),
         };
-        let mut row = row(&case, t, against, &ended);
-        row.binary = binary.map(|b| b.display().to_string());
-        rows.push(row);
+        measured.push(Measured {
+            case,
+            times: times[i].clone(),
+            against,
+            ended,
+            binary: binary.map(|b| b.display().to_string()),
+        });
     }
-    Ok(rows)
+    Ok(measured)
 }
 
-/// A case's row; its MFU is left for the caller, who knows the matmul peak.
-fn row(case: &Case, times: &[f64], baseline: &[f64], ended: &Ended) -> Row {
+/// A case's row, its MFU against the matmul `peak` (FLOP/s).
+fn row(m: &Measured, peak: f64) -> Row {
+    let (case, times, baseline, ended) = (&m.case, &m.times, &m.against, &m.ended);
     let sorted = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v
@@ -287,10 +301,10 @@ fn row(case: &Case, times: &[f64], baseline: &[f64], ended: &Ended) -> Row {
         step_s_p75: percentile(&t, 0.75),
         step_s_min: t[0],
         step_s_max: t[t.len() - 1],
-        binary: None,
+        binary: m.binary.clone(),
         tokens_per_s: tokens / median,
         flops_per_s: flops * tokens / median,
-        mfu: f64::NAN,
+        mfu: flops * tokens / median / peak,
         vs_baseline_median: percentile(&ratios, 0.5),
         vs_baseline_p25: percentile(&ratios, 0.25),
         vs_baseline_p75: percentile(&ratios, 0.75),

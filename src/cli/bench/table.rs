@@ -80,7 +80,7 @@ fn ratio_text(row: &Row) -> String {
 /// Prints the report as a table, with a legend of what each column is.
 pub(super) fn print_table(r: &Report) {
     println!(
-        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s (1024^3, best of {} before the cases and {} after: {:.1} and {:.1})",
+        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s (1024^3, best of {} before the cases and after: {:.1} and {:.1})",
         r.backend,
         r.device,
         r.machine,
@@ -89,7 +89,6 @@ pub(super) fn print_table(r: &Report) {
         r.precision,
         r.mode,
         r.matmul_peak_flops / 1e9,
-        super::PEAK_REPEATS,
         super::PEAK_REPEATS,
         r.matmul_peak_probes[0] / 1e9,
         r.matmul_peak_probes[1] / 1e9,
