@@ -76,20 +76,43 @@ fn ram_bytes(meminfo: &str) -> Option<f64> {
 
 /// Total memory of GPU `index`, in bytes, as `nvidia-smi` reports it (MiB).
 fn gpu_memory(index: &str) -> Option<f64> {
+    let mib: f64 = nvidia_smi(&["--query-gpu=memory.total", "-i", index])?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(mib * 1024.0 * 1024.0)
+}
+
+/// The name of GPU `index` (`NVIDIA H200`), as `nvidia-smi` reports it.
+pub fn gpu_name(index: &str) -> Option<String> {
+    let name = nvidia_smi(&["--query-gpu=name", "-i", index])?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
+}
+
+/// The GPU memory process `pid` holds now, in bytes, as `nvidia-smi` reports it (MiB): its
+/// CUDA context and everything libtorch's caching allocator has kept, which holds on to the
+/// blocks of its peak until the process ends.
+pub fn gpu_memory_of_process(pid: u32) -> Option<f64> {
+    let table = nvidia_smi(&["--query-compute-apps=pid,used_memory"])?;
+    let mib: f64 = table
+        .lines()
+        .filter_map(|l| l.split_once(','))
+        .filter(|(p, _)| p.trim().parse() == Ok(pid))
+        .map(|(_, m)| m.trim().parse::<f64>().ok())
+        .sum::<Option<f64>>()?;
+    (mib > 0.0).then_some(mib * 1024.0 * 1024.0)
+}
+
+/// `nvidia-smi` with `query` as CSV without header or units, or `None` where it cannot run.
+fn nvidia_smi(query: &[&str]) -> Option<String> {
     let out = Command::new("nvidia-smi")
-        .args([
-            "--query-gpu=memory.total",
-            "--format=csv,noheader,nounits",
-            "-i",
-            index,
-        ])
+        .args(query)
+        .arg("--format=csv,noheader,nounits")
         .output()
         .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let mib: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
-    Some(mib * 1024.0 * 1024.0)
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

@@ -39,7 +39,9 @@ pub struct Case {
 /// What a child says when it ends.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Ended {
-    /// Peak resident memory of the child, where the OS tells (CPU only).
+    /// Peak memory of the child where it can be told: on a CPU its peak resident memory, on
+    /// a GPU what `nvidia-smi` shows it holding at the end (CUDA context and libtorch's
+    /// cached blocks, which keep their peak).
     pub peak_bytes: Option<f64>,
     /// Steps per timed sample ([`MIN_SAMPLE_S`]; 1 from a build that predates it, as an
     /// `--against` binary may).
@@ -93,7 +95,11 @@ pub fn serve(kind: BackendKind, device: &str, case: &Case) -> anyhow::Result<()>
         }
     }
     let ended = Ended {
-        peak_bytes: (device_name == "cpu").then(peak_resident_bytes).flatten(),
+        peak_bytes: if device_name.starts_with("cuda") {
+            crate::runner::capacity::gpu_memory_of_process(std::process::id())
+        } else {
+            peak_resident_bytes()
+        },
         repeats,
     };
     writeln!(out, "{}", serde_json::to_string(&ended)?)?;

@@ -169,7 +169,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         backend::set_precision(backend, &device, args.precision)?;
         // Probed before and after the cases, the better of the two: one probe taken while
         // the host is busy elsewhere read as low as 60% of the other, and every MFU with it.
-        let before = matmul_peak(&device)?;
+        let peak_size = if args.device.starts_with("cuda") {
+            8192
+        } else {
+            1024
+        };
+        let before = matmul_peak(&device, peak_size)?;
         let mut measured = Vec::new();
         for cases in &groups {
             measured.extend(
@@ -177,11 +182,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     .with_context(|| format!("benchmarking size {}", cases[0].size))?,
             );
         }
-        let probes = [before, matmul_peak(&device)?];
+        let probes = [before, matmul_peak(&device, peak_size)?];
         let peak = probes[0].max(probes[1]);
         let rows = measured.iter().map(|m| row(m, peak)).collect();
         let report = Report {
-            machine: backend::cpu_model(),
+            machine: match args.device.strip_prefix("cuda") {
+                Some(index) => {
+                    crate::runner::capacity::gpu_name(index.strip_prefix(':').unwrap_or("0"))
+                        .unwrap_or_else(|| args.device.clone())
+                }
+                None => backend::cpu_model(),
+            },
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             threads: args.threads,
             backend: backend.name().into(),
@@ -194,6 +205,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             },
             matmul_peak_flops: peak,
             matmul_peak_probes: probes,
+            matmul_peak_size: peak_size,
             rows,
         };
         if args.json {
@@ -326,10 +338,10 @@ fn row(m: &Measured, peak: f64) -> Row {
 /// Matmuls the peak is the best of, per probe, after one untimed.
 const PEAK_REPEATS: usize = 5;
 
-/// Best-of-[`PEAK_REPEATS`] throughput of a 1024 x 1024 x 1024 matmul in the device's float
-/// type, after one untimed, in FLOP/s.
-fn matmul_peak(device: &Device) -> anyhow::Result<f64> {
-    let n = 1024;
+/// Best-of-[`PEAK_REPEATS`] throughput of an n x n x n matmul in the device's float type,
+/// after one untimed, in FLOP/s: n = 1024 on a CPU, 8192 on a GPU, where a smaller one is
+/// mostly launch and synchronisation (an H200 multiplies 1024 x 1024 in bf16 in ~3 µs).
+fn matmul_peak(device: &Device, n: usize) -> anyhow::Result<f64> {
     let data = |seed: f32| {
         TensorData::new(
             (0..n * n)

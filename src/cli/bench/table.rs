@@ -64,6 +64,8 @@ pub(super) struct Report {
     pub(super) matmul_peak_flops: f64,
     /// The matmul peak probed before the cases ran and after (`PEAK_REPEATS` each).
     pub(super) matmul_peak_probes: [f64; 2],
+    /// `n` of the probes' `n x n x n` matmul.
+    pub(super) matmul_peak_size: usize,
     pub(super) rows: Vec<Row>,
 }
 
@@ -80,7 +82,7 @@ fn ratio_text(row: &Row) -> String {
 /// Prints the report as a table, with a legend of what each column is.
 pub(super) fn print_table(r: &Report) {
     println!(
-        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s (1024^3, best of {} before the cases and after: {:.1} and {:.1})",
+        "{} on {} ({}, {} cores, threads {}), {} {}: matmul peak {:.1} GFLOP/s ({}^3, best of {} before the cases and after: {:.1} and {:.1})",
         r.backend,
         r.device,
         r.machine,
@@ -89,6 +91,7 @@ pub(super) fn print_table(r: &Report) {
         r.precision,
         r.mode,
         r.matmul_peak_flops / 1e9,
+        r.matmul_peak_size,
         super::PEAK_REPEATS,
         r.matmul_peak_probes[0] / 1e9,
         r.matmul_peak_probes[1] / 1e9,
@@ -132,7 +135,7 @@ pub(super) fn print_table(r: &Report) {
         );
     }
     println!(
-        "\nstep ms: median of {} interleaved samples per case, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles in --json); peak mem: the case's own process (VmHWM; CPU only); estimate: what `plan` checks (docs/cost.md)\n",
+        "\nstep ms: median of {} interleaved samples per case, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles in --json); peak mem: the case's own process (CPU: VmHWM; GPU: what nvidia-smi shows it holding at the end, CUDA context and libtorch's cached blocks included); estimate: what `plan` checks (docs/cost.md)\n",
         r.rows.first().map_or(0, |row| row.steps),
         child::MIN_SAMPLE_S * 1e3
     );

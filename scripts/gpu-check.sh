@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Checks a CUDA build of attnres on a GPU machine (docs/gpu.md, "Status"): the GPU is seen and
+# `plan` checks memory against it; the smoke sweep trains in f32 and bf16 (losses to set
+# beside a CPU run's); a run killed with SIGKILL and resumed on the GPU matches an
+# uninterrupted one, which matches a second uninterrupted one; `bench` times training at the
+# reference size and at gpu-scaling's sizes (f32, f32 with TF32 matmuls, bf16) and inference; and the
+# gpu-scaling sweep trains its first size end to end. Each check has a time limit, and the
+# ones that no longer fit in TOTAL_S are skipped and say so.
+#
+#   scripts/gpu-check.sh BINARY OUT_DIR [TOTAL_S]
+#
+# BINARY is `make build-cuda`'s attnres (or a stripped copy; then LD_LIBRARY_PATH must reach
+# a torch 2.11 CUDA `torch/lib`). OUT_DIR gets log.txt and results.tgz (steps, summaries).
+# The corpus comes from $ATTNRES_CACHE (`attnres data fetch` beforehand on a machine with
+# no network). DEVICE (default cuda) picks another GPU, e.g. cuda:1; ONLY="NAME ..." runs
+# only the checks of those names.
+set -u
+B=$(realpath "$1")
+OUT=$(realpath -m "$2")
+TOTAL_S=${3:-420}
+D=${DEVICE:-cuda}
+mkdir -p "$OUT"
+W=$(mktemp -d)
+LOG=$OUT/log.txt
+START=$EPOCHREALTIME
+: >"$LOG"
+
+say() { echo "$*" | tee -a "$LOG"; }
+elapsed() { awk -v a="$START" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+# check NAME LIMIT_S COMMAND...: runs COMMAND under LIMIT_S if that still fits in TOTAL_S.
+check() {
+    local name=$1 limit=$2
+    shift 2
+    if [[ -n ${ONLY:-} && " $ONLY " != *" $name "* ]]; then
+        return
+    fi
+    local left
+    left=$(awk -v t="$TOTAL_S" -v e="$(elapsed)" 'BEGIN { printf "%d", t - e }')
+    if ((left < limit / 2)); then
+        say "== $name: skipped ($left s left of $TOTAL_S, it may take $limit)"
+        return
+    fi
+    ((limit > left)) && limit=$left
+    say "== $name (at $(elapsed) s, limit $limit s): $*"
+    local t0=$EPOCHREALTIME
+    timeout -s KILL "$limit" "$@" >>"$LOG" 2>&1
+    local rc=$?
+    say "-- $name: rc $rc in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s"
+}
+
+# The step, train loss, val loss and val accuracy columns of a run's steps.csv.
+losses() { cut -d, -f1,4,5,6 "$1/steps.csv"; }
+
+kill_resume() {
+    local spec=$W/spec.yaml
+    cat >"$spec" <<'YAML'
+model: {vocab_size: 256, d_model: 128, n_blocks: 4, n_heads: 2, context: 128, residual: {variant: block, block_size: 2}}
+data:
+  corpus: {synthetic: {task: khop, hops: 2, n_vars: 6, train_examples: 4000, val_examples: 128}}
+train:
+  batch_size: 16
+  lr: 0.003
+  warmup: 10
+  budget: {tokens: KR_TOKENS}
+  eval_every: 20
+  eval_batches: 2
+  checkpoint_every: 15
+seed: 3
+YAML
+    sed -i "s/KR_TOKENS/${KR_TOKENS:-409600}/" "$spec"
+    local t0=$EPOCHREALTIME
+    "$B" train "$spec" --out "$W/kr/a" --device "$D" >/dev/null || return 1
+    local full
+    full=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
+    "$B" train "$spec" --out "$W/kr/b" --device "$D" >/dev/null || return 1
+    for f in 0.35 0.6 0.85; do
+        "$B" train "$spec" --out "$W/kr/c" --device "$D" >/dev/null 2>&1 &
+        local pid=$!
+        sleep "$(awk -v t="$full" -v f="$f" 'BEGIN { print t * f }')"
+        kill -9 "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        echo "killed at ${f} of ${full} s: $(($(wc -l <"$W/kr/c/steps.csv" 2>/dev/null || echo 1) - 1)) steps logged"
+    done
+    "$B" train "$spec" --out "$W/kr/c" --device "$D" >/dev/null || return 1
+    echo "steps: $(($(wc -l <"$W/kr/a/steps.csv") - 1)); last: $(tail -n 1 "$W/kr/a/steps.csv")"
+    if cmp -s <(losses "$W/kr/a") <(losses "$W/kr/b"); then
+        echo "two uninterrupted runs: identical losses"
+    else
+        echo "two uninterrupted runs DIFFER:"
+        diff <(losses "$W/kr/a") <(losses "$W/kr/b") | head -n 8
+    fi
+    if cmp -s <(losses "$W/kr/a") <(losses "$W/kr/c"); then
+        echo "killed three times and resumed: identical losses"
+    else
+        echo "killed and resumed DIFFERS:"
+        diff <(losses "$W/kr/a") <(losses "$W/kr/c") | head -n 8
+        return 1
+    fi
+}
+
+bf16_smoke() {
+    sed -e 's/^name: smoke/name: smoke-bf16/' -e 's/^train:/train:\n  precision: bf16/' \
+        sweeps/smoke.yaml >"$W/smoke-bf16.yaml"
+    "$B" run "$W/smoke-bf16.yaml" --device "$D" --results "$W/r" &&
+        "$B" status "$W/smoke-bf16.yaml" --results "$W/r"
+}
+
+# gpu-scaling with only SIZES (e.g. "xl, xxl"), one budget, and half its micro-batch, so that
+# the three arms' processes fit on one GPU at once; bench prints nothing until it ends, so
+# each call covers two sizes and a time limit loses no more than those.
+sizes_sweep() {
+    local file=$W/gpu-bench-${1//[^a-z]/}.yaml
+    sed -e "s/^sizes: .*/sizes: [$1]/" -e '/^budgets:/,/^lr:/{/^lr:/!d}' \
+        -e '/^grid:/,/^train:/{/^train:/!d}' -e 's/^train:/train:\n  micro_batches: 2/' \
+        sweeps/gpu-scaling.yaml >"$file"
+    echo "$file"
+}
+
+export B W D
+export -f losses kill_resume bf16_smoke
+say "attnres GPU check, $(date -u +%FT%TZ), binary $B"
+check gpu 20 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+check version 20 "$B" --version
+check plan 60 "$B" plan sweeps/gpu-scaling.yaml --device "$D" --results "$W/r"
+check smoke-f32 90 bash -c "'$B' run sweeps/smoke.yaml --device '$D' --results '$W/r' && '$B' status sweeps/smoke.yaml --results '$W/r'"
+check kill-resume 100 bash -c kill_resume
+BENCH=("$B" bench --backend tch --device "$D" --steps 10 --sizes)
+check bench-f32-medium-large 60 "${BENCH[@]}" "$(sizes_sweep "medium, large")"
+check bench-f32-xl-xxl 100 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")"
+# libtorch keeps f32 matmuls in full f32 on CUDA unless this asks for TF32 tensor cores.
+check bench-tf32-xl-xxl 60 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")"
+check smoke-bf16 60 bash -c bf16_smoke
+check bench-bf16-xl-xxl 60 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")" --precision bf16
+check bench-tf32-medium-large 40 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "medium, large")"
+check bench-bf16-medium-large 40 "${BENCH[@]}" "$(sizes_sweep "medium, large")" --precision bf16
+check bench-reference-f32 50 "$B" bench --backend tch --device "$D" --steps 20
+check bench-inference-f32 50 "$B" bench --backend tch --device "$D" --steps 20 --inference --context 1024 --batch-size 16
+check gpu-scaling-medium 120 bash -c "'$B' run sweeps/gpu-scaling.yaml --device '$D' --results '$W/r' --filter size=medium && '$B' status sweeps/gpu-scaling.yaml --results '$W/r'"
+say "== done at $(elapsed) s"
+(cd "$W" && find . \( -name steps.csv -o -name summary.json -o -name status.json -o -name spec.json \) -print0 |
+    tar -czf "$OUT/results.tgz" --null -T -)
