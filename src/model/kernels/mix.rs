@@ -91,7 +91,8 @@ pub(super) mod tch_kernel {
 
     use super::super::composed::{self, accumulate_slots};
     use super::super::mix_rows::{self, SAVED, SourceGrads, Sources};
-    use super::super::tch_memory::{empty, floats, slice_mut, slots_of, slots_of_mut};
+    use super::super::mix_tch;
+    use super::super::tch_memory::{cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut};
 
     type T = FloatTensor<LibTorch>;
 
@@ -123,8 +124,14 @@ pub(super) mod tch_kernel {
         }
     }
 
-    /// `x` `[N, d]` and the softmax weights the backward reads, `[N, K', SAVED]`.
+    /// `x` `[N, d]` and the softmax weights the backward reads, `[N, K', SAVED]`; for
+    /// tensors the row kernels do not take (CUDA, bf16), `mix_tch`'s.
     pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
+        if !cpu_f32(&stacked.tensor) {
+            let (x, saved) =
+                mix_tch::forward(&stacked.tensor, &partial.tensor, &q.tensor, key_norm);
+            return (TchTensor::new(x), TchTensor::new(saved));
+        }
         let (v, p, q_c) = (
             slotted(&stacked.tensor),
             partial.tensor.contiguous(),
@@ -153,6 +160,19 @@ pub(super) mod tch_kernel {
         into: T,
         written: usize,
     ) -> (T, T, T) {
+        if !cpu_f32(&stacked.tensor) {
+            let (dv, dp, dq) = mix_tch::backward(
+                &grad.tensor,
+                &stacked.tensor,
+                &partial.tensor,
+                &q.tensor,
+                &saved.tensor,
+                key_norm,
+                into.tensor,
+                written,
+            );
+            return (TchTensor::new(dv), TchTensor::new(dp), TchTensor::new(dq));
+        }
         let (g, v, p, q_c) = (
             grad.tensor.contiguous(),
             slotted(&stacked.tensor),

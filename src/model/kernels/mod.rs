@@ -5,9 +5,10 @@
 //!
 //! Each operation has three implementations behind one trait, [`KernelOps`]: libtorch's own
 //! fused kernels where libtorch has them (f32 on the CPU), the same operation composed of
-//! primitive tensor operations everywhere else (flex, CUDA, bf16), and an autodiff wrapper
-//! whose backward calls the backend's backward kernel instead of differentiating the
-//! composition op by op. `tests/kernels.rs` holds each to the composed form and to finite
+//! primitive tensor operations everywhere else (flex, CUDA, bf16; on tch, CUDA and bf16 the
+//! mixing step takes a few libtorch operations of its own instead, `mix_tch`), and an
+//! autodiff wrapper whose backward calls the backend's backward kernel instead of
+//! differentiating the composition op by op. `tests/kernels.rs` holds each to the composed form and to finite
 //! differences.
 
 pub mod adamw;
@@ -18,6 +19,8 @@ pub mod merge;
 pub mod mix;
 #[cfg(feature = "tch")]
 mod mix_rows;
+#[cfg(feature = "tch")]
+mod mix_tch;
 pub mod norm;
 #[cfg(feature = "tch")]
 mod omp;
