@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::InputError;
 use super::analyze::print_table;
-use super::sweep::{ASSUMED_FLOPS_PER_S, duration, measured_speed};
+use super::sweep::{Speed, duration};
 use crate::analysis::design::Design;
 use crate::analysis::fit::{EMode, Law};
 use crate::analysis::multiplier::{FitOptions, analyse};
@@ -203,8 +203,7 @@ fn print_plan(
         law_source,
         sigma_d,
     } = *found;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let speed = measured_speed(&sweep.results_dir(&args.results), cores);
+    let speed = Speed::of(&sweep.results_dir(&args.results), "cpu");
     println!(
         "power: detect `{arm}` worth {m:.3}x the compute of `{}`: one-sided paired t-test over sizes, alpha {ALPHA}, {:.0}% power",
         args.baseline,
@@ -239,7 +238,7 @@ fn print_plan(
                 format!("{:.2}", r.power),
                 r.runs.to_string(),
                 format!("{:.3e}", r.flops),
-                duration(r.flops / speed.unwrap_or(ASSUMED_FLOPS_PER_S)),
+                duration(r.flops / speed.flops_per_s),
             ]
         })
         .collect();
@@ -255,15 +254,7 @@ fn print_plan(
         ],
         table,
     );
-    println!(
-        "\ntime at {:.0} GFLOP/s with all {cores} cores busy ({}); runs count both arms.",
-        speed.unwrap_or(ASSUMED_FLOPS_PER_S) / 1e9,
-        if speed.is_some() {
-            "measured on finished runs"
-        } else {
-            "assumed"
-        }
-    );
+    println!("\ntime {}; runs count both arms.", speed.text());
     println!(
         "the plan assumes the multiplier holds at every size; where it grows with compute (see the report's per-size paired differences), the small sizes add less and more seeds are needed."
     );

@@ -17,7 +17,60 @@ use crate::train::Summary;
 
 /// Training speed assumed by `plan` before any run of the sweep has finished (tch, 2 CPU
 /// cores, small models); finished runs replace it with their measured speed.
-pub(super) const ASSUMED_FLOPS_PER_S: f64 = 40e9;
+const ASSUMED_FLOPS_PER_S: f64 = 40e9;
+
+/// The same on one GPU: gpu-scaling's step times on one H200 in f32 (docs/gpu.md) came to
+/// about 21 TFLOP/s over the sweep, its `medium` baseline run end to end to 18.5.
+const ASSUMED_GPU_FLOPS_PER_S: f64 = 20e12;
+
+/// The training speed behind `plan`'s and `power`'s times: measured on the sweep's finished
+/// runs on the same kind of device, else assumed.
+pub(super) struct Speed {
+    pub(super) flops_per_s: f64,
+    measured: bool,
+    /// Runs train one at a time on the GPU; on a CPU, on all `cores`.
+    gpu: bool,
+    cores: usize,
+}
+
+impl Speed {
+    /// For runs on `device` (`cpu`, `cuda`, `cuda:N`) of the sweep whose run folders are in
+    /// `root`.
+    pub(super) fn of(root: &Path, device: &str) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let gpu = device.starts_with("cuda");
+        let measured = measured_speed(root, cores, gpu);
+        let assumed = if gpu {
+            ASSUMED_GPU_FLOPS_PER_S
+        } else {
+            ASSUMED_FLOPS_PER_S
+        };
+        Self {
+            flops_per_s: measured.unwrap_or(assumed),
+            measured: measured.is_some(),
+            gpu,
+            cores,
+        }
+    }
+
+    /// `at 40 GFLOP/s with all 2 cores busy (assumed; measured once runs finish)`.
+    pub(super) fn text(&self) -> String {
+        format!(
+            "at {:.0} GFLOP/s {} ({})",
+            self.flops_per_s / 1e9,
+            if self.gpu {
+                "on one GPU, a run at a time".to_string()
+            } else {
+                format!("with all {} cores busy", self.cores)
+            },
+            match (self.measured, self.gpu) {
+                (true, _) => "measured on finished runs",
+                (false, true) => "assumed from one H200 in f32; measured once runs finish",
+                (false, false) => "assumed; measured once runs finish",
+            }
+        )
+    }
+}
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
@@ -132,9 +185,7 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
         plan.jobs,
     )?;
     let root = sweep.results_dir(&args.results);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let measured = measured_speed(&root, cores);
-    let speed = measured.unwrap_or(ASSUMED_FLOPS_PER_S);
+    let speed = Speed::of(&root, &plan.device);
     println!(
         "sweep {} ({}): {} runs{}",
         sweep.file.name,
@@ -188,7 +239,7 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
             thousands(spec.total_tokens()),
             f,
             bytes_text(spec.memory().total()),
-            duration(f / speed),
+            duration(f / speed.flops_per_s),
             if state.holder.is_some() {
                 "running"
             } else {
@@ -200,20 +251,15 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
         tokens += spec.total_tokens();
         flops += f;
         if state.state != RunState::Done {
-            seconds += f / speed;
+            seconds += f / speed.flops_per_s;
         }
     }
     println!(
-        "\ntotal: {n} runs, {} tokens, {flops:.3e} FLOPs ({:.3e} PF-days); left to train: ~{} at {:.0} GFLOP/s with all {cores} cores busy{}",
+        "\ntotal: {n} runs, {} tokens, {flops:.3e} FLOPs ({:.3e} PF-days); left to train: ~{} {}",
         thousands(tokens),
         flops / PFLOPS_DAY,
         duration(seconds),
-        speed / 1e9,
-        if measured.is_some() {
-            " (measured on finished runs)"
-        } else {
-            " (assumed; measured once runs finish)"
-        }
+        speed.text()
     );
     Ok(())
 }
@@ -340,16 +386,22 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
 
 /// The speed of this machine with all `cores` busy, measured on a sweep's finished runs:
 /// FLOPs per thread-second (a run with `--jobs 2` on two cores had one thread), weighted by
-/// FLOPs so that the large runs, which decide the time left, dominate the small ones.
-pub(super) fn measured_speed(root: &Path, cores: usize) -> Option<f64> {
+/// FLOPs so that the large runs, which decide the time left, dominate the small ones. With
+/// `gpu`, FLOPs per second of the runs trained on a GPU, one at a time; else of the others.
+fn measured_speed(root: &Path, cores: usize, gpu: bool) -> Option<f64> {
     let (mut flops, mut thread_seconds) = (0.0, 0.0);
     for entry in std::fs::read_dir(root).ok()?.filter_map(|e| e.ok()) {
         let Ok(s) = crate::store::read_json::<Summary>(&entry.path().join("summary.json")) else {
             continue;
         };
-        if s.wall_s > 0.0 {
+        if s.wall_s > 0.0 && s.device.starts_with("cuda") == gpu {
+            let threads = if gpu {
+                cores
+            } else {
+                s.threads.unwrap_or(cores).max(1)
+            };
             flops += s.flops_exact;
-            thread_seconds += s.wall_s * s.threads.unwrap_or(cores).max(1) as f64;
+            thread_seconds += s.wall_s * threads as f64;
         }
     }
     (thread_seconds > 0.0).then(|| flops / thread_seconds * cores as f64)
@@ -362,5 +414,22 @@ pub(super) fn duration(seconds: f64) -> String {
         0..60 => format!("{s}s"),
         60..3600 => format!("{}m{:02}s", s / 60, s % 60),
         _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_plan_assumes_a_gpu_speed_and_counts_no_cores() {
+        let empty = std::env::temp_dir().join("attnres-no-such-results");
+        let gpu = Speed::of(&empty, "cuda:0");
+        assert_eq!(gpu.flops_per_s, ASSUMED_GPU_FLOPS_PER_S);
+        assert!(gpu.text().contains("on one GPU"), "{}", gpu.text());
+        assert!(!gpu.text().contains("cores"), "{}", gpu.text());
+        let cpu = Speed::of(&empty, "cpu");
+        assert_eq!(cpu.flops_per_s, ASSUMED_FLOPS_PER_S);
+        assert!(cpu.text().contains("cores busy"), "{}", cpu.text());
     }
 }
