@@ -13,7 +13,7 @@ BIN   = $(CARGO_TARGET_DIR)/release/attnres
 # Sweeps whose reports are committed under reports/ (see README, "Reference results").
 REPORTED = quick scaling block_size ablations depth_width probes
 
-.PHONY: setup build build-cuda test lint fuzz bench bench-pytorch data quick report clean
+.PHONY: setup build build-cuda gpu-check test lint fuzz bench bench-pytorch data quick report clean
 
 setup: $(LIBTORCH)/.complete
 	scripts/setup-chromium.sh
@@ -41,6 +41,13 @@ build-cuda:
 	  ATTNRES_RPATH="$$($(CUDA_VENV)/bin/python -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib" \
 	  $(CARGO) build --release --locked --features tch
 	@echo "built $(CUDA_TARGET)/release/attnres against $(CUDA_VENV)"
+
+# On a machine with a GPU (not a test): the checks of docs/gpu.md, "Status" (plan, smoke
+# f32/bf16, SIGKILL resume and determinism, bench at gpu-scaling's sizes, a real size), each
+# with a time limit, GPU_CHECK_S seconds in all, into $(CACHE)/gpu-check/log.txt.
+GPU_CHECK_S ?= 480
+gpu-check: build-cuda data
+	ATTNRES_CACHE=$(CACHE) scripts/gpu-check.sh $(CUDA_TARGET)/release/attnres $(CACHE)/gpu-check $(GPU_CHECK_S)
 
 test: setup data
 	$(CARGO) test --release --locked --features $(FEATURES)

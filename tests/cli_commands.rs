@@ -221,6 +221,33 @@ fn bench_against_another_binary_pairs_every_case() {
     assert!(err.contains("--against /nonexistent/attnres"), "{err}");
 }
 
+/// A size whose cases cannot all be alive at once here is refused with exit 2 before any
+/// child starts, naming the size and what to change.
+#[test]
+fn bench_refuses_cases_that_do_not_fit_together() {
+    let refused = attnres()
+        .args([
+            "bench",
+            "--backend",
+            "tch",
+            "--d-model",
+            "8192",
+            "--n-blocks",
+            "64",
+            "--context",
+            "8192",
+            "--batch-size",
+            "4096",
+        ])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&refused.get_output().stderr).to_string();
+    assert!(
+        err.contains("size `reference`'s 3 cases need about") && err.contains("--batch-size"),
+        "{err}"
+    );
+}
+
 /// `--sizes` benches a sweep's own sizes and arms; `--inference` times the inference path;
 /// `--json` gives every number with its spread and the ratio's interval.
 #[test]

@@ -159,6 +159,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(path) => sweep_cases(&args, path)?,
         None => vec![reference_cases(&args)],
     };
+    for cases in &groups {
+        check_memory(&args, cases)?;
+    }
     let backends = if args.backend.is_empty() {
         BackendKind::compiled()
     } else {
@@ -213,6 +216,37 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         } else {
             print_table(&report);
         }
+    }
+    Ok(())
+}
+
+/// Refuses a size whose cases cannot train at once here: every case of a size (two with
+/// `--against`) lives in a process of its own for the whole of that size's rounds, so their
+/// memory adds up (`plan`'s estimate, docs/cost.md; on a GPU it runs high for the baseline
+/// and Block and low for Full, docs/gpu.md).
+fn check_memory(args: &BenchArgs, cases: &[Case]) -> anyhow::Result<()> {
+    if args.inference {
+        return Ok(());
+    }
+    let Some(limit) = crate::runner::capacity::memory_limit(&args.device, 1) else {
+        return Ok(());
+    };
+    let children = if args.against.is_some() { 2 } else { 1 };
+    let need: f64 = cases
+        .iter()
+        .map(|c| training_memory_in(&c.model, c.batch, c.precision.bytes()).total())
+        .sum::<f64>()
+        * children as f64;
+    if need > limit.bytes {
+        anyhow::bail!(InputError(format!(
+            "bench: size `{}`'s {} cases need about {} to train at once (each in a process of \
+             its own, all alive together), more than {}; bench one micro-batch of fewer \
+             sequences (--batch-size, or more train.micro_batches in the sweep file)",
+            cases[0].size,
+            cases.len() * children,
+            crate::fmt::bytes_text(need),
+            limit.what
+        )));
     }
     Ok(())
 }
