@@ -243,7 +243,8 @@ fn bench_refuses_cases_that_do_not_fit_together() {
         .code(2);
     let err = String::from_utf8_lossy(&refused.get_output().stderr).to_string();
     assert!(
-        err.contains("size `reference`'s 3 cases need about") && err.contains("--batch-size"),
+        err.contains("size `reference`'s 3 cases need about")
+            && err.contains("a smaller --batch-size"),
         "{err}"
     );
 }

@@ -240,12 +240,16 @@ fn check_memory(args: &BenchArgs, cases: &[Case]) -> anyhow::Result<()> {
     if need > limit.bytes {
         anyhow::bail!(InputError(format!(
             "bench: size `{}`'s {} cases need about {} to train at once (each in a process of \
-             its own, all alive together), more than {}; bench one micro-batch of fewer \
-             sequences (--batch-size, or more train.micro_batches in the sweep file)",
+             its own, all alive together), more than {}; bench a micro-batch of fewer \
+             sequences: {}",
             cases[0].size,
             cases.len() * children,
             crate::fmt::bytes_text(need),
-            limit.what
+            limit.what,
+            match &args.sizes {
+                Some(path) => format!("more train.micro_batches in {}", path.display()),
+                None => "a smaller --batch-size".to_string(),
+            }
         )));
     }
     Ok(())
