@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Checks a CUDA build of attnres on a GPU machine (docs/gpu.md, "Status"): the GPU is seen and
-# `plan` checks memory against it; the smoke sweep trains in f32 and bf16 (losses to set
-# beside a CPU run's); a run killed with SIGKILL and resumed on the GPU matches an
-# uninterrupted one, which matches a second uninterrupted one; `bench` times training at the
-# reference size and at gpu-scaling's sizes (f32, f32 with TF32 matmuls, bf16) and inference; and the
-# gpu-scaling sweep trains its first size end to end. Each check has a time limit, and the
-# ones that no longer fit in TOTAL_S are skipped and say so.
+# Checks a CUDA build of attnres on a GPU machine (docs/gpu.md, "Status"): the GPU is seen
+# and `plan` checks memory against it; the smoke sweep trains in f32 (its losses set against
+# a CPU run's, step by step) and in bf16; a run killed with SIGKILL and resumed on the GPU
+# matches an uninterrupted one, which matches a second uninterrupted one; `bench` times
+# training at the reference size and at gpu-scaling's sizes (f32, bf16, f32 with TF32
+# matmuls) and inference; and the gpu-scaling sweep trains its first size end to end. Each
+# check has a time limit, and the ones that no longer fit in TOTAL_S are skipped and say so.
 #
 #   scripts/gpu-check.sh BINARY OUT_DIR [TOTAL_S]
 #
@@ -105,6 +105,29 @@ bf16_smoke() {
         "$B" status "$W/smoke-bf16.yaml" --results "$W/r"
 }
 
+# The smoke sweep on the GPU and on the CPU, and the largest difference between their losses
+# over every logged step of every run (train and val).
+smoke_vs_cpu() {
+    "$B" run sweeps/smoke.yaml --device "$D" --results "$W/r" >/dev/null &&
+        "$B" run sweeps/smoke.yaml --device cpu --results "$W/cpu" >/dev/null &&
+        "$B" status sweeps/smoke.yaml --results "$W/r" &&
+        python3 - "$W/r/smoke" "$W/cpu/smoke" <<'PY'
+import csv, pathlib, sys
+gpu, cpu = (pathlib.Path(p) for p in sys.argv[1:])
+worst, steps = 0.0, 0
+for run in sorted(p.parent for p in gpu.glob("*/steps.csv")):
+    a = list(csv.DictReader(open(run / "steps.csv")))
+    b = list(csv.DictReader(open(cpu / run.name / "steps.csv")))
+    assert len(a) == len(b), run.name
+    for x, y in zip(a, b):
+        steps += 1
+        for k in ("loss/train", "loss/val"):
+            if x[k] and y[k]:
+                worst = max(worst, abs(float(x[k]) - float(y[k])))
+print(f"GPU against CPU: largest loss difference {worst:.2e} over {steps} steps")
+PY
+}
+
 # gpu-scaling with only SIZES (e.g. "xl, xxl"), one budget, and half its micro-batch, so that
 # the three arms' processes fit on one GPU at once; bench prints nothing until it ends, so
 # each call covers two sizes and a time limit loses no more than those.
@@ -117,24 +140,24 @@ sizes_sweep() {
 }
 
 export B W D
-export -f losses kill_resume bf16_smoke
+export -f losses kill_resume bf16_smoke smoke_vs_cpu
 say "attnres GPU check, $(date -u +%FT%TZ), binary $B"
 check gpu 20 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
 check version 20 "$B" --version
 check plan 60 "$B" plan sweeps/gpu-scaling.yaml --device "$D" --results "$W/r"
-check smoke-f32 90 bash -c "'$B' run sweeps/smoke.yaml --device '$D' --results '$W/r' && '$B' status sweeps/smoke.yaml --results '$W/r'"
+check smoke-f32 90 bash -c smoke_vs_cpu
 check kill-resume 100 bash -c kill_resume
 BENCH=("$B" bench --backend tch --device "$D" --steps 10 --sizes)
 check bench-f32-medium-large 60 "${BENCH[@]}" "$(sizes_sweep "medium, large")"
-check bench-f32-xl-xxl 100 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")"
-# libtorch keeps f32 matmuls in full f32 on CUDA unless this asks for TF32 tensor cores.
-check bench-tf32-xl-xxl 60 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")"
-check smoke-bf16 60 bash -c bf16_smoke
-check bench-bf16-xl-xxl 60 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")" --precision bf16
-check bench-tf32-medium-large 40 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "medium, large")"
-check bench-bf16-medium-large 40 "${BENCH[@]}" "$(sizes_sweep "medium, large")" --precision bf16
+check bench-f32-xl-xxl 110 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")"
 check bench-reference-f32 50 "$B" bench --backend tch --device "$D" --steps 20
 check bench-inference-f32 50 "$B" bench --backend tch --device "$D" --steps 20 --inference --context 1024 --batch-size 16
+check smoke-bf16 60 bash -c bf16_smoke
+check bench-bf16-medium-large 50 "${BENCH[@]}" "$(sizes_sweep "medium, large")" --precision bf16
+check bench-bf16-xl-xxl 90 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")" --precision bf16
+# libtorch keeps f32 matmuls in full f32 on CUDA unless this asks for TF32 tensor cores.
+check bench-tf32-medium-large 50 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "medium, large")"
+check bench-tf32-xl-xxl 90 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")"
 check gpu-scaling-medium 120 bash -c "'$B' run sweeps/gpu-scaling.yaml --device '$D' --results '$W/r' --filter size=medium && '$B' status sweeps/gpu-scaling.yaml --results '$W/r'"
 say "== done at $(elapsed) s"
 (cd "$W" && find . \( -name steps.csv -o -name summary.json -o -name status.json -o -name spec.json \) -print0 |
