@@ -28,7 +28,7 @@ const ASSUMED_GPU_FLOPS_PER_S: f64 = 20e12;
 pub(super) struct Speed {
     pub(super) flops_per_s: f64,
     measured: bool,
-    /// Runs train one at a time on the GPU; on a CPU, on all `cores`.
+    /// Whether the runs train on a GPU (else on all `cores` of a CPU).
     gpu: bool,
     cores: usize,
 }
@@ -59,7 +59,7 @@ impl Speed {
             "at {:.0} GFLOP/s {} ({})",
             self.flops_per_s / 1e9,
             if self.gpu {
-                "on one GPU, a run at a time".to_string()
+                "on one GPU".to_string()
             } else {
                 format!("with all {} cores busy", self.cores)
             },

@@ -312,8 +312,10 @@ impl<'a> Trainer<'a> {
             let t = BatchTensors::new(batch, &train_device);
             let loss =
                 masked_cross_entropy(model.forward(t.input), t.target, t.mask).mul_scalar(weight);
-            total += loss.clone().try_into_scalar::<f32>()?;
             let grads = GradientsParams::from_grads(loss.backward(), model);
+            // Read once the backward is queued: on a GPU a read waits for the device, and
+            // read between the passes it kept the host from queueing the backward meanwhile.
+            total += loss.try_into_scalar::<f32>()?;
             accumulator.accumulate(model, grads);
         }
         Ok((total, accumulator.grads()))

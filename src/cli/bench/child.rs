@@ -143,8 +143,8 @@ fn stepper(case: &Case, device: &Device) -> anyhow::Result<Step> {
         let m = model.take().context("the model")?;
         let bt = BatchTensors::new(&batch, &train_device);
         let loss = masked_cross_entropy(m.forward(bt.input), bt.target, None);
-        let _ = loss.clone().try_into_scalar::<f32>()?;
         let grads = GradientsParams::from_grads(loss.backward(), &m);
+        let _ = loss.try_into_scalar::<f32>()?; // as the trainer reads it: after the backward
         let m = optim.step(1e-3, m, grads);
         // Reading a weight waits for the update to finish on asynchronous devices.
         let _ = m.head.val().slice([0..1, 0..1]).try_into_scalar::<f32>()?;

@@ -1,8 +1,9 @@
 //! The fused operations composed of primitive tensor operations, for any backend: what
 //! flex, CUDA and bf16 run, and what the fused kernels are tested against.
 
-use burn::backend::{Backend, TensorMetadata, tensor::FloatTensor};
-use burn::tensor::{Shape, Slice, TensorData};
+use burn::backend::tensor::{BoolTensor, FloatTensor};
+use burn::backend::{Backend, BoolDType, IntDType, TensorMetadata};
+use burn::tensor::{Shape, Slice};
 
 use super::adamw::AdamWStep;
 use crate::model::norm::RMS_EPS;
@@ -19,9 +20,7 @@ fn causal_probabilities<B: Backend>(
         B::float_matmul(q, B::float_transpose(k)),
         (1.0 / (hd as f64).sqrt()).into(),
     ); // [B, H, T, T]
-    let future: Vec<bool> = (0..t * t).map(|i| i % t > i / t).collect();
-    let mask = B::bool_from_data(TensorData::new(future, [1, 1, t, t]), &device);
-    let mask = B::bool_expand(mask, Shape::new([b, h, t, t]));
+    let mask = B::bool_expand(future_mask::<B>(t, &device), Shape::new([b, h, t, t]));
     let scores = B::float_mask_fill(scores, mask, f32::NEG_INFINITY.into());
     // Every row has its diagonal unmasked, so its max is finite.
     let max = B::float_max_dim(scores.clone(), 3); // [B, H, T, 1]
@@ -29,6 +28,18 @@ fn causal_probabilities<B: Backend>(
     let sum = B::float_sum_dim(exp.clone(), 3); // [B, H, T, 1]
     let lse = B::float_add(B::float_log(sum.clone()), max);
     (B::float_div(exp, sum), lse)
+}
+
+/// `[1, 1, T, T]`, true where the key comes after the query (column > row), made on the
+/// device: made on the host, it was a copy per call that on CUDA waits for the GPU's queue
+/// to drain (libtorch copies pageable host memory synchronously), twice per layer a step.
+fn future_mask<B: Backend>(t: usize, device: &B::Device) -> BoolTensor<B> {
+    let positions = |shape: [usize; 2]| {
+        let p = B::int_arange(0..t as i64, device, IntDType::I64);
+        B::int_expand(B::int_reshape(p, Shape::new(shape)), Shape::new([t, t]))
+    };
+    let future = B::int_greater(positions([1, t]), positions([t, 1]), BoolDType::Native);
+    B::bool_reshape(future, Shape::new([1, 1, t, t]))
 }
 
 pub fn causal_attention<B: Backend>(
@@ -458,4 +469,21 @@ pub fn adamw_step<B: Backend>(
     };
     let p = B::float_sub(kept, B::float_mul_scalar(delta, s.lr.into()));
     (p, m1, m2)
+}
+
+#[cfg(all(test, feature = "tch"))]
+#[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
+mod tests {
+    use burn::backend::LibTorch;
+
+    /// The mask made on the device is the one the host used to make: key after query.
+    #[test]
+    fn the_future_mask_marks_every_later_key_and_nothing_else() {
+        let t = 7;
+        let mask = super::future_mask::<LibTorch>(t, &Default::default()).tensor;
+        assert_eq!(mask.size(), [1, 1, t as i64, t as i64]);
+        let got: Vec<bool> = Vec::try_from(mask.flatten(0, -1)).unwrap();
+        let want: Vec<bool> = (0..t * t).map(|i| i % t > i / t).collect();
+        assert_eq!(got, want);
+    }
 }
