@@ -28,6 +28,18 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// Runs `args`, expects exit 2 (bad input), returns stderr.
+fn refused(args: &[&str]) -> String {
+    let out = attnres()
+        .args(args)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
 const TINY: &str = "name: tiny
 data: {corpus: {synthetic: {task: khop, hops: 2, n_vars: 5, train_examples: 1000, val_examples: 32}}}
 model: {context: 48, head_dim: 16}
@@ -207,17 +219,13 @@ fn bench_against_another_binary_pairs_every_case() {
         let ratio = r["vs_baseline_median"].as_f64().unwrap();
         assert!(ratio.is_finite() && ratio > 0.0, "row {i}: {r}");
     }
-    let missing = attnres()
-        .args([
-            "bench",
-            "--backend",
-            "tch",
-            "--against",
-            "/nonexistent/attnres",
-        ])
-        .assert()
-        .code(2);
-    let err = String::from_utf8_lossy(&missing.get_output().stderr).to_string();
+    let err = refused(&[
+        "bench",
+        "--backend",
+        "tch",
+        "--against",
+        "/nonexistent/attnres",
+    ]);
     assert!(err.contains("--against /nonexistent/attnres"), "{err}");
 }
 
@@ -225,23 +233,19 @@ fn bench_against_another_binary_pairs_every_case() {
 /// child starts, naming the size and what to change.
 #[test]
 fn bench_refuses_cases_that_do_not_fit_together() {
-    let refused = attnres()
-        .args([
-            "bench",
-            "--backend",
-            "tch",
-            "--d-model",
-            "8192",
-            "--n-blocks",
-            "64",
-            "--context",
-            "8192",
-            "--batch-size",
-            "4096",
-        ])
-        .assert()
-        .code(2);
-    let err = String::from_utf8_lossy(&refused.get_output().stderr).to_string();
+    let err = refused(&[
+        "bench",
+        "--backend",
+        "tch",
+        "--d-model",
+        "8192",
+        "--n-blocks",
+        "64",
+        "--context",
+        "8192",
+        "--batch-size",
+        "4096",
+    ]);
     assert!(
         err.contains("size `reference`'s 3 cases need about")
             && err.contains("a smaller --batch-size"),
