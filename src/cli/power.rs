@@ -203,7 +203,7 @@ fn print_plan(
         law_source,
         sigma_d,
     } = *found;
-    let speed = Speed::of(&sweep.results_dir(&args.results), "cpu");
+    let speed = Speed::of_finished(&sweep.results_dir(&args.results));
     println!(
         "power: detect `{arm}` worth {m:.3}x the compute of `{}`: one-sided paired t-test over sizes, alpha {ALPHA}, {:.0}% power",
         args.baseline,

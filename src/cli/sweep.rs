@@ -53,6 +53,20 @@ impl Speed {
         }
     }
 
+    /// For runs on the kind of device the sweep's finished runs trained on (a GPU if any of
+    /// them did), for commands that take no `--device`.
+    pub(super) fn of_finished(root: &Path) -> Self {
+        let on_gpu = std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                crate::store::read_json::<Summary>(&e.path().join("summary.json"))
+                    .is_ok_and(|s| s.device.starts_with("cuda"))
+            });
+        Self::of(root, if on_gpu { "cuda" } else { "cpu" })
+    }
+
     /// `at 40 GFLOP/s with all 2 cores busy (assumed; measured once runs finish)`.
     pub(super) fn text(&self) -> String {
         format!(
