@@ -10,7 +10,8 @@
 #   scripts/gpu-check.sh BINARY OUT_DIR [TOTAL_S]
 #
 # BINARY is `make build-cuda`'s attnres (or a stripped copy; then LD_LIBRARY_PATH must reach
-# a torch 2.11 CUDA `torch/lib`). OUT_DIR gets log.txt and results.tgz (steps, summaries).
+# a torch 2.11 CUDA `torch/lib`). OUT_DIR gets log.txt, results.tgz (steps, summaries) and
+# dmon.txt (the GPU's load each second).
 # The corpus comes from $ATTNRES_CACHE (`attnres data fetch` beforehand on a machine with
 # no network). DEVICE (default cuda) picks another GPU, e.g. cuda:1; ONLY="NAME ..." runs
 # only the checks of those names.
@@ -41,7 +42,7 @@ check() {
         return
     fi
     ((limit > left)) && limit=$left
-    say "== $name (at $(elapsed) s, limit $limit s): $*"
+    say "== $name (at $(elapsed) s, $(date -u +%T) UTC, limit $limit s): $*"
     local t0=$EPOCHREALTIME
     timeout -s KILL "$limit" "$@" >>"$LOG" 2>&1
     local rc=$?
@@ -142,6 +143,12 @@ sizes_sweep() {
 export B W D
 export -f losses kill_resume bf16_smoke smoke_vs_cpu
 say "attnres GPU check, $(date -u +%FT%TZ), binary $B"
+# The GPU's load second by second (SM and memory %), to tell a step bound by the host
+# issuing kernels from one bound by the GPU: set its clock times against the log's.
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi dmon -s u -o T >"$OUT/dmon.txt" 2>&1 &
+    DMON=$!
+fi
 check gpu 20 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
 check version 20 "$B" --version
 check plan 60 "$B" plan sweeps/gpu-scaling.yaml --device "$D" --results "$W/r"
@@ -159,6 +166,7 @@ check bench-bf16-xl-xxl 90 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")" --precision 
 check bench-tf32-medium-large 50 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "medium, large")"
 check bench-tf32-xl-xxl 90 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")"
 check gpu-scaling-medium 120 bash -c "'$B' run sweeps/gpu-scaling.yaml --device '$D' --results '$W/r' --filter size=medium && '$B' status sweeps/gpu-scaling.yaml --results '$W/r'"
-say "== done at $(elapsed) s"
+say "== done at $(elapsed) s ($(date -u +%T) UTC)"
+[[ -n ${DMON:-} ]] && kill "$DMON" 2>/dev/null
 (cd "$W" && find . \( -name steps.csv -o -name summary.json -o -name status.json -o -name spec.json \) -print0 |
     tar -czf "$OUT/results.tgz" --null -T -)
