@@ -178,6 +178,29 @@ pub fn cpu_model() -> String {
     format!("{name} ({})", isa.join(" "))
 }
 
+/// The GPU of device `name` (`cuda`, `cuda:N`) as `nvidia-smi` names it (`NVIDIA H200`),
+/// with `, TF32 matmuls` where `TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1` lets libtorch round f32
+/// matmuls' inputs to TF32; `None` on a CPU or where `nvidia-smi` cannot tell.
+pub fn gpu_model(name: &str) -> Option<String> {
+    let index = name.strip_prefix("cuda")?.strip_prefix(':').unwrap_or("0");
+    let gpu = nvidia_smi(&["--query-gpu=name", "-i", index])?;
+    let gpu = gpu.trim();
+    let tf32 = std::env::var_os("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE").is_some_and(|v| v == "1");
+    (!gpu.is_empty()).then(|| format!("{gpu}{}", if tf32 { ", TF32 matmuls" } else { "" }))
+}
+
+/// `nvidia-smi` with `query` as CSV without header or units, or `None` where it cannot run.
+pub fn nvidia_smi(query: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(query)
+        .arg("--format=csv,noheader,nounits")
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// The device for `kind` and a device name (`cpu`, `cuda`, `cuda:N`), without autodiff.
 pub fn device(kind: BackendKind, name: &str) -> Result<Device, BackendError> {
     let cuda_index = match name {

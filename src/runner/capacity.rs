@@ -1,8 +1,6 @@
 //! How much memory one run may use here: the machine's RAM (from `/proc/meminfo`) or a CUDA
 //! device's memory (from `nvidia-smi`), shared by the runs trained at once.
 
-use std::process::Command;
-
 use crate::spec::MemoryLimit;
 
 /// The memory limit for each of `jobs` runs trained at once on `device` (`cpu`, `cuda`,
@@ -76,24 +74,18 @@ fn ram_bytes(meminfo: &str) -> Option<f64> {
 
 /// Total memory of GPU `index`, in bytes, as `nvidia-smi` reports it (MiB).
 fn gpu_memory(index: &str) -> Option<f64> {
-    let mib: f64 = nvidia_smi(&["--query-gpu=memory.total", "-i", index])?
+    let mib: f64 = crate::backend::nvidia_smi(&["--query-gpu=memory.total", "-i", index])?
         .trim()
         .parse()
         .ok()?;
     Some(mib * 1024.0 * 1024.0)
 }
 
-/// The name of GPU `index` (`NVIDIA H200`), as `nvidia-smi` reports it.
-pub fn gpu_name(index: &str) -> Option<String> {
-    let name = nvidia_smi(&["--query-gpu=name", "-i", index])?;
-    Some(name.trim().to_string()).filter(|n| !n.is_empty())
-}
-
 /// The GPU memory process `pid` holds now, in bytes, as `nvidia-smi` reports it (MiB): its
 /// CUDA context and everything libtorch's caching allocator has kept, which holds on to the
 /// blocks of its peak until the process ends.
 pub fn gpu_memory_of_process(pid: u32) -> Option<f64> {
-    let table = nvidia_smi(&["--query-compute-apps=pid,used_memory"])?;
+    let table = crate::backend::nvidia_smi(&["--query-compute-apps=pid,used_memory"])?;
     let mib: f64 = table
         .lines()
         .filter_map(|l| l.split_once(','))
@@ -101,18 +93,6 @@ pub fn gpu_memory_of_process(pid: u32) -> Option<f64> {
         .map(|(_, m)| m.trim().parse::<f64>().ok())
         .sum::<Option<f64>>()?;
     (mib > 0.0).then_some(mib * 1024.0 * 1024.0)
-}
-
-/// `nvidia-smi` with `query` as CSV without header or units, or `None` where it cannot run.
-fn nvidia_smi(query: &[&str]) -> Option<String> {
-    let out = Command::new("nvidia-smi")
-        .args(query)
-        .arg("--format=csv,noheader,nounits")
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

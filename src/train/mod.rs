@@ -79,6 +79,10 @@ pub struct Summary {
     /// run retrains bit for bit only on the kind it was trained on (absent in older runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
+    /// The GPU it trained on, if any, and whether its f32 matmuls ran as TF32 (which rounds
+    /// differently): `NVIDIA H200, TF32 matmuls` (absent in older runs and on a CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
     pub git_commit: String,
     pub version: String,
     pub finished_at: String,

@@ -416,6 +416,7 @@ impl<'a> Trainer<'a> {
             device: self.opts.device.clone(),
             threads: self.opts.threads,
             cpu: Some(backend::cpu_model()),
+            gpu: backend::gpu_model(&self.opts.device),
             git_commit: env!("ATTNRES_GIT_COMMIT").into(),
             version: env!("CARGO_PKG_VERSION").into(),
             finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
