@@ -189,9 +189,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let peak = probes[0].max(probes[1]);
         let rows = measured.iter().map(|m| row(m, peak)).collect();
         let report = Report {
-            machine: match args.device.starts_with("cuda") {
-                true => backend::gpu_model(&args.device).unwrap_or_else(|| args.device.clone()),
-                false => backend::cpu_model(),
+            machine: if args.device.starts_with("cuda") {
+                backend::gpu_model(&args.device).unwrap_or_else(|| args.device.clone())
+            } else {
+                backend::cpu_model()
             },
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             threads: args.threads,
