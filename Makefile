@@ -46,7 +46,8 @@ build-cuda:
 # f32/bf16, SIGKILL resume and determinism, bench at gpu-scaling's sizes, a real size), each
 # with a time limit, GPU_CHECK_S seconds in all, into $(CACHE)/gpu-check/log.txt.
 GPU_CHECK_S ?= 480
-gpu-check: build-cuda data
+gpu-check: build-cuda
+	$(CUDA_TARGET)/release/attnres data fetch shakespeare
 	ATTNRES_CACHE=$(CACHE) scripts/gpu-check.sh $(CUDA_TARGET)/release/attnres $(CACHE)/gpu-check $(GPU_CHECK_S)
 
 test: setup data
