@@ -37,9 +37,21 @@ impl Speed {
     /// For runs on `device` (`cpu`, `cuda`, `cuda:N`) of the sweep whose run folders are in
     /// `root`.
     pub(super) fn of(root: &Path, device: &str) -> Self {
+        Self::over(&finished_summaries(root), device.starts_with("cuda"))
+    }
+
+    /// For runs on the kind of device the sweep's finished runs trained on (a GPU if any of
+    /// them did), for commands that take no `--device`.
+    pub(super) fn of_finished(root: &Path) -> Self {
+        let finished = finished_summaries(root);
+        let gpu = finished.iter().any(|s| s.device.starts_with("cuda"));
+        Self::over(&finished, gpu)
+    }
+
+    /// Measured over the `finished` runs on a GPU (`gpu`) or on a CPU, else assumed.
+    fn over(finished: &[Summary], gpu: bool) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let gpu = device.starts_with("cuda");
-        let measured = measured_speed(root, cores, gpu);
+        let measured = measured_speed(finished, cores, gpu);
         let assumed = if gpu {
             ASSUMED_GPU_FLOPS_PER_S
         } else {
@@ -51,20 +63,6 @@ impl Speed {
             gpu,
             cores,
         }
-    }
-
-    /// For runs on the kind of device the sweep's finished runs trained on (a GPU if any of
-    /// them did), for commands that take no `--device`.
-    pub(super) fn of_finished(root: &Path) -> Self {
-        let on_gpu = std::fs::read_dir(root)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| {
-                crate::store::read_json::<Summary>(&e.path().join("summary.json"))
-                    .is_ok_and(|s| s.device.starts_with("cuda"))
-            });
-        Self::of(root, if on_gpu { "cuda" } else { "cpu" })
     }
 
     /// `at 40 GFLOP/s with all 2 cores busy (assumed; measured once runs finish)`.
@@ -398,16 +396,23 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The speed of this machine with all `cores` busy, measured on a sweep's finished runs:
+/// The summaries of the finished runs whose folders are in `root`.
+fn finished_summaries(root: &Path) -> Vec<Summary> {
+    std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| crate::store::read_json::<Summary>(&e.path().join("summary.json")).ok())
+        .collect()
+}
+
+/// The speed of this machine with all `cores` busy, measured on a sweep's `finished` runs:
 /// FLOPs per thread-second (a run with `--jobs 2` on two cores had one thread), weighted by
 /// FLOPs so that the large runs, which decide the time left, dominate the small ones. With
 /// `gpu`, FLOPs per second of the runs trained on a GPU, one at a time; else of the others.
-fn measured_speed(root: &Path, cores: usize, gpu: bool) -> Option<f64> {
+fn measured_speed(finished: &[Summary], cores: usize, gpu: bool) -> Option<f64> {
     let (mut flops, mut thread_seconds) = (0.0, 0.0);
-    for entry in std::fs::read_dir(root).ok()?.filter_map(|e| e.ok()) {
-        let Ok(s) = crate::store::read_json::<Summary>(&entry.path().join("summary.json")) else {
-            continue;
-        };
+    for s in finished {
         if s.wall_s > 0.0 && s.device.starts_with("cuda") == gpu {
             let threads = if gpu {
                 cores
