@@ -178,11 +178,17 @@ pub fn cpu_model() -> String {
     format!("{name} ({})", isa.join(" "))
 }
 
+/// The GPU index of device `name` as `nvidia-smi -i` takes it: `0` for `cuda`, `N` for
+/// `cuda:N`, `None` for a CPU.
+pub fn gpu_index(name: &str) -> Option<&str> {
+    Some(name.strip_prefix("cuda")?.strip_prefix(':').unwrap_or("0"))
+}
+
 /// The GPU of device `name` (`cuda`, `cuda:N`) as `nvidia-smi` names it (`NVIDIA H200`),
 /// with `, TF32 matmuls` where `TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1` lets libtorch round f32
 /// matmuls' inputs to TF32; `None` on a CPU or where `nvidia-smi` cannot tell.
 pub fn gpu_model(name: &str) -> Option<String> {
-    let index = name.strip_prefix("cuda")?.strip_prefix(':').unwrap_or("0");
+    let index = gpu_index(name)?;
     let gpu = nvidia_smi(&["--query-gpu=name", "-i", index])?;
     let gpu = gpu.trim();
     let tf32 = std::env::var_os("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE").is_some_and(|v| v == "1");

@@ -7,7 +7,7 @@ use clap::Args;
 use super::status::task_column;
 use super::train::DeviceArgs;
 use super::{InputError, thousands};
-use crate::backend::BackendKind;
+use crate::backend::{BackendKind, gpu_index};
 use crate::fmt::bytes_text;
 use crate::model::flops::{PFLOPS_DAY, param_counts};
 use crate::runner::{Filter, RunOutcome, RunnerOptions, outcome_text, run_sweep, view};
@@ -37,14 +37,14 @@ impl Speed {
     /// For runs on `device` (`cpu`, `cuda`, `cuda:N`) of the sweep whose run folders are in
     /// `root`.
     pub(super) fn of(root: &Path, device: &str) -> Self {
-        Self::over(&finished_summaries(root), device.starts_with("cuda"))
+        Self::over(&finished_summaries(root), gpu_index(device).is_some())
     }
 
     /// For runs on the kind of device the sweep's finished runs trained on (a GPU if any of
     /// them did), for commands that take no `--device`.
     pub(super) fn of_finished(root: &Path) -> Self {
         let finished = finished_summaries(root);
-        let gpu = finished.iter().any(|s| s.device.starts_with("cuda"));
+        let gpu = finished.iter().any(|s| gpu_index(&s.device).is_some());
         Self::over(&finished, gpu)
     }
 
@@ -413,7 +413,7 @@ fn finished_summaries(root: &Path) -> Vec<Summary> {
 fn measured_speed(finished: &[Summary], cores: usize, gpu: bool) -> Option<f64> {
     let (mut flops, mut thread_seconds) = (0.0, 0.0);
     for s in finished {
-        if s.wall_s > 0.0 && s.device.starts_with("cuda") == gpu {
+        if s.wall_s > 0.0 && gpu_index(&s.device).is_some() == gpu {
             let threads = if gpu {
                 cores
             } else {

@@ -7,9 +7,8 @@ use crate::spec::MemoryLimit;
 /// `cuda:N`), or `None` where this machine cannot tell (no `/proc/meminfo`, no `nvidia-smi`).
 pub fn memory_limit(device: &str, jobs: usize) -> Option<MemoryLimit> {
     let jobs = jobs.max(1);
-    let (bytes, what) = match device.strip_prefix("cuda") {
+    let (bytes, what) = match crate::backend::gpu_index(device) {
         Some(index) => {
-            let index = index.strip_prefix(':').unwrap_or("0");
             let gpu = gpu_memory(index)?;
             (
                 gpu,
@@ -47,7 +46,7 @@ pub fn default_jobs(
     cores: usize,
     runs: usize,
 ) -> (usize, String) {
-    if device.starts_with("cuda") {
+    if crate::backend::gpu_index(device).is_some() {
         return (
             1,
             format!("jobs: 1 at a time on {device} (--jobs N shares it)"),
