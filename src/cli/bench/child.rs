@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, BackendKind, Precision};
 use crate::data::Batch;
+use crate::model::memory::{MemoryEstimate, training_memory_in};
 use crate::model::{Lm, ModelConfig};
 use crate::train::config::TrainConfig;
 use crate::train::eval::{BatchTensors, masked_cross_entropy};
@@ -34,6 +35,13 @@ pub struct Case {
     pub inference: bool,
     pub precision: Precision,
     pub threads: Option<usize>,
+}
+
+impl Case {
+    /// What `plan` estimates one training step of this case holds (docs/cost.md).
+    pub fn training_memory(&self) -> MemoryEstimate {
+        training_memory_in(&self.model, self.batch, self.precision.bytes())
+    }
 }
 
 /// What a child says when it ends.
@@ -95,7 +103,7 @@ pub fn serve(kind: BackendKind, device: &str, case: &Case) -> anyhow::Result<()>
         }
     }
     let ended = Ended {
-        peak_bytes: if device_name.starts_with("cuda") {
+        peak_bytes: if backend::gpu_index(device_name).is_some() {
             crate::runner::capacity::gpu_memory_of_process(std::process::id())
         } else {
             peak_resident_bytes()

@@ -24,7 +24,6 @@ use super::InputError;
 use crate::analysis::stats::{LEVEL, median_interval, percentile};
 use crate::backend::{self, BackendKind, Precision};
 use crate::model::flops::flops_per_token;
-use crate::model::memory::training_memory_in;
 use crate::model::{ModelConfig, ResidualConfig};
 use crate::spec::Sweep;
 
@@ -172,11 +171,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         backend::set_precision(backend, &device, args.precision)?;
         // Probed before and after the cases, the better of the two: one probe taken while
         // the host is busy elsewhere read as low as 60% of the other, and every MFU with it.
-        let peak_size = if args.device.starts_with("cuda") {
-            8192
-        } else {
-            1024
-        };
+        let on_gpu = backend::gpu_index(&args.device).is_some();
+        let peak_size = if on_gpu { 8192 } else { 1024 };
         let before = matmul_peak(&device, peak_size)?;
         let mut measured = Vec::new();
         for cases in &groups {
@@ -189,7 +185,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let peak = probes[0].max(probes[1]);
         let rows = measured.iter().map(|m| row(m, peak)).collect();
         let report = Report {
-            machine: if args.device.starts_with("cuda") {
+            machine: if on_gpu {
                 backend::gpu_model(&args.device).unwrap_or_else(|| args.device.clone())
             } else {
                 backend::cpu_model()
@@ -232,7 +228,7 @@ fn check_memory(args: &BenchArgs, cases: &[Case]) -> anyhow::Result<()> {
     let children = if args.against.is_some() { 2 } else { 1 };
     let need: f64 = cases
         .iter()
-        .map(|c| training_memory_in(&c.model, c.batch, c.precision.bytes()).total())
+        .map(|c| c.training_memory().total())
         .sum::<f64>()
         * children as f64;
     if need > limit.bytes {
@@ -335,7 +331,7 @@ fn row(m: &Measured, peak: f64) -> Row {
     } else {
         per_token.training()
     } as f64;
-    let memory = training_memory_in(&case.model, case.batch, case.precision.bytes());
+    let memory = case.training_memory();
     Row {
         size: case.size.clone(),
         label: case.label.clone(),
