@@ -84,15 +84,13 @@ pub fn backward(
         .view([d]); // [K, d, N] x [K, N, 1] -> [K, d, 1] -> [d]
     let column = |t: &Tensor, from: i64, len: i64| t.narrow(0, from, len).unsqueeze(2); // [len, N, 1]
     let dp = if has_partial {
-        dq += (partial * along_q.narrow(0, k, 1).transpose(0, 1)).sum_dim_intlist(
-            &[0i64][..],
-            false,
-            None,
-        );
-        let mut dp = grad * a.narrow(0, k, 1).transpose(0, 1)
-            + q.view([1, d]) * along_q.narrow(0, k, 1).transpose(0, 1);
+        // The partial sum's entry of a `[K', N]` as a column `[N, 1]`.
+        let of_partial = |t: &Tensor| t.narrow(0, k, 1).transpose(0, 1);
+        let along_q_p = of_partial(&along_q);
+        dq += (partial * &along_q_p).sum_dim_intlist(&[0i64][..], false, None);
+        let mut dp = grad * of_partial(&a) + q.view([1, d]) * along_q_p;
         if let Some(c) = &along_v {
-            dp += partial * c.narrow(0, k, 1).transpose(0, 1);
+            dp += partial * of_partial(c);
         }
         dp
     } else {
