@@ -44,11 +44,30 @@ struct BlockSublayers<'a> {
     first_values: Option<RefCell<Option<Tensor<4>>>>,
 }
 
-impl Sublayers for BlockSublayers<'_> {
-    fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
+impl BlockSublayers<'_> {
+    /// Sublayer `l`'s PreNorm.
+    fn pre_norm(&self, layer: usize) -> &RmsNorm {
         let block = &self.blocks[layer / 2];
         if layer.is_multiple_of(2) {
-            let x = block.attn_norm.forward(x);
+            &block.attn_norm
+        } else {
+            &block.mlp_norm
+        }
+    }
+}
+
+impl Sublayers for BlockSublayers<'_> {
+    fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
+        self.apply_normed(layer, self.pre_norm(layer).forward(x))
+    }
+
+    fn norm(&self, layer: usize) -> Option<&RmsNorm> {
+        Some(self.pre_norm(layer))
+    }
+
+    fn apply_normed(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
+        let block = &self.blocks[layer / 2];
+        if layer.is_multiple_of(2) {
             let Some(first) = &self.first_values else {
                 return block.attn.forward(x, self.rope, None).0;
             };
@@ -63,7 +82,7 @@ impl Sublayers for BlockSublayers<'_> {
             }
             y
         } else {
-            block.mlp.forward(block.mlp_norm.forward(x))
+            block.mlp.forward(x)
         }
     }
 }

@@ -67,6 +67,17 @@ impl KernelOps for burn::backend::LibTorch {
         mix::tch_kernel::forward(stacked, partial, q, key_norm)
     }
 
+    fn depth_mix_normed(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+        gain: FloatTensor<Self>,
+        _acc: StackGrad,
+    ) -> FloatTensor<Self> {
+        mix::tch_kernel::forward_normed(stacked, partial, q, key_norm, gain)
+    }
+
     fn depth_mix_backward(
         grad: FloatTensor<Self>,
         stacked: FloatTensor<Self>,
@@ -123,6 +134,14 @@ impl KernelOps for burn::backend::LibTorch {
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
         norm::tch_kernel::forward(x, g)
+    }
+
+    fn add_rms_norm(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        norm::tch_kernel::add_forward(x, y, g)
     }
 
     fn rms_norm_backward(
@@ -204,6 +223,17 @@ impl KernelOps for burn::backend::Flex {
         composed::depth_mix::<Self>(stacked, partial, q, key_norm)
     }
 
+    fn depth_mix_normed(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+        gain: FloatTensor<Self>,
+        acc: StackGrad,
+    ) -> FloatTensor<Self> {
+        mix::mix_then_norm::<Self>(stacked, partial, q, key_norm, gain, acc)
+    }
+
     fn depth_mix_backward(
         grad: FloatTensor<Self>,
         stacked: FloatTensor<Self>,
@@ -266,6 +296,14 @@ impl KernelOps for burn::backend::Flex {
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
         composed::rms_norm::<Self>(x, g)
+    }
+
+    fn add_rms_norm(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        norm::add_then_norm::<Self>(x, y, g)
     }
 
     fn rms_norm_backward(
@@ -359,6 +397,18 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         mix::autodiff_forward::<B, C>(stacked, partial, q, key_norm, acc)
     }
 
+    /// The two operations: the norm's backward reads `x`.
+    fn depth_mix_normed(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+        gain: FloatTensor<Self>,
+        acc: StackGrad,
+    ) -> FloatTensor<Self> {
+        mix::mix_then_norm::<Self>(stacked, partial, q, key_norm, gain, acc)
+    }
+
     /// Not differentiable itself, as above.
     fn depth_mix_backward(
         grad: FloatTensor<Self>,
@@ -429,6 +479,15 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
         norm::autodiff_forward::<B, C>(x, g)
+    }
+
+    /// The two operations: the norm's backward reads the sum.
+    fn add_rms_norm(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        norm::add_then_norm::<Self>(x, y, g)
     }
 
     fn rms_norm_backward(

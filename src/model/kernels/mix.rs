@@ -3,7 +3,9 @@
 //! single head. The sources come as the completed sources kept stacked `[K, N, d]`
 //! (`kernels::stack`) and the block's partial sum `[N, d]` beside them (not copied in).
 //! Composed, a step is a dozen kernels forward and twenty backward; fused, one pass over the
-//! sources each way, by `mix_rows` on the CPU in f32.
+//! sources each way, by `mix_rows` on the CPU in f32. `depth_mix_normed` takes the step on
+//! through the PreNorm of the layer that reads it; without autodiff the row kernels then
+//! normalise each task's rows while they are in the cache, and the mix never reaches memory.
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
@@ -52,6 +54,52 @@ pub(super) fn depth_mix_into(
     Tensor::from_dispatch(x)
 }
 
+/// `rms_norm(depth_mix(..), gain)`, the PreNorm'd input of the layer that reads the mix,
+/// `gain` `[d]` -> `[N, d]`: the same floats, in one pass where the backend can.
+pub fn depth_mix_normed(
+    stacked: Tensor<3>,
+    partial: Option<Tensor<2>>,
+    q: Tensor<1>,
+    key_norm: bool,
+    gain: Tensor<1>,
+) -> Tensor<2> {
+    depth_mix_normed_into(stacked, partial, q, key_norm, gain, StackGrad::none())
+}
+
+/// [`depth_mix_normed`] with [`depth_mix_into`]'s `acc`.
+pub(super) fn depth_mix_normed_into(
+    stacked: Tensor<3>,
+    partial: Option<Tensor<2>>,
+    q: Tensor<1>,
+    key_norm: bool,
+    gain: Tensor<1>,
+    acc: StackGrad,
+) -> Tensor<2> {
+    let d = stacked.dims()[2];
+    let partial = partial.unwrap_or_else(|| no_partial(&stacked, d));
+    Tensor::from_dispatch(<Dispatch as KernelOps>::depth_mix_normed(
+        stacked.into_dispatch(),
+        partial.into_dispatch(),
+        q.into_dispatch(),
+        key_norm,
+        gain.into_dispatch(),
+        acc,
+    ))
+}
+
+/// [`depth_mix_normed`] as two operations of backend `B`.
+pub(super) fn mix_then_norm<B: KernelOps>(
+    stacked: FloatTensor<B>,
+    partial: FloatTensor<B>,
+    q: FloatTensor<B>,
+    key_norm: bool,
+    gain: FloatTensor<B>,
+    acc: StackGrad,
+) -> FloatTensor<B> {
+    let (x, _) = B::depth_mix(stacked, partial, q, key_norm, acc);
+    B::rms_norm(x, gain)
+}
+
 /// A partial sum of zero rows: the kernels' sign that the step has none.
 fn no_partial(stacked: &Tensor<3>, d: usize) -> Tensor<2> {
     Tensor::empty([0, d], &stacked.device())
@@ -91,8 +139,8 @@ pub(super) mod tch_kernel {
 
     use super::super::composed::{self, accumulate_slots};
     use super::super::mix_rows::{self, SAVED, SourceGrads, Sources};
-    use super::super::mix_tch;
     use super::super::tch_memory::{cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut};
+    use super::super::{mix_tch, norm};
 
     type T = FloatTensor<LibTorch>;
 
@@ -127,23 +175,55 @@ pub(super) mod tch_kernel {
     /// `x` `[N, d]` and the softmax weights the backward reads, `[N, K', SAVED]`; for
     /// tensors the row kernels do not take (CUDA, bf16), `mix_tch`'s.
     pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
+        rows_forward(&stacked, &partial, &q, key_norm, None)
+            .unwrap_or_else(|| other_forward(stacked, partial, q, key_norm))
+    }
+
+    /// `x g / rms(x)` of [`forward`]'s `x`, normalised by the row kernels' tasks where they
+    /// apply, else by the norm's kernel after the mix.
+    pub fn forward_normed(stacked: T, partial: T, q: T, key_norm: bool, gain: T) -> T {
+        let g = gain.tensor.contiguous();
+        let fused =
+            floats(&g).and_then(|gs| rows_forward(&stacked, &partial, &q, key_norm, Some(gs)));
+        match fused {
+            Some((y, _)) => y,
+            None => norm::tch_kernel::forward(other_forward(stacked, partial, q, key_norm).0, gain),
+        }
+    }
+
+    /// The row kernels' forward (`norm_gain`: see `mix_rows::mix_forward`), or `None` where
+    /// they do not take these tensors.
+    fn rows_forward(
+        stacked: &T,
+        partial: &T,
+        q: &T,
+        key_norm: bool,
+        norm_gain: Option<&[f32]>,
+    ) -> Option<(T, T)> {
         if !cpu_f32(&stacked.tensor) {
-            let (x, saved) =
-                mix_tch::forward(&stacked.tensor, &partial.tensor, &q.tensor, key_norm);
-            return (TchTensor::new(x), TchTensor::new(saved));
+            return None;
         }
         let (v, p, q_c) = (
             slotted(&stacked.tensor),
             partial.tensor.contiguous(),
             q.tensor.contiguous(),
         );
-        let (Some(src), Some(qs)) = (sources(&v, &p), floats(&q_c)) else {
-            return composed::depth_mix::<LibTorch>(stacked, partial, q, key_norm);
-        };
+        let (src, qs) = (sources(&v, &p)?, floats(&q_c)?);
         let (n, sources) = (src.n as i64, src.count() as i64);
         let mut x = empty(&[n, src.d as i64]);
         let mut saved = empty(&[n, sources, SAVED as i64]);
-        mix_rows::mix_forward(src, qs, key_norm, slice_mut(&mut x), slice_mut(&mut saved));
+        let (xs, ss) = (slice_mut(&mut x), slice_mut(&mut saved));
+        mix_rows::mix_forward(src, qs, key_norm, norm_gain, xs, ss);
+        Some((TchTensor::new(x), TchTensor::new(saved)))
+    }
+
+    /// The forward for tensors the row kernels do not take: `mix_tch`'s off the CPU or in
+    /// bf16, the composed form for f32 on the CPU (a layout they cannot read).
+    fn other_forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
+        if cpu_f32(&stacked.tensor) {
+            return composed::depth_mix::<LibTorch>(stacked, partial, q, key_norm);
+        }
+        let (x, saved) = mix_tch::forward(&stacked.tensor, &partial.tensor, &q.tensor, key_norm);
         (TchTensor::new(x), TchTensor::new(saved))
     }
 

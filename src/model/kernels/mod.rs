@@ -1,7 +1,8 @@
 //! Operations that burn's tensor API composes out of many small kernels, given a kernel (or
 //! a backward pass) of their own through burn's backend extensions: causal attention with a
 //! fused backward, RMSNorm, rotary position embedding, SwiGLU's gating, one AttnRes mixing
-//! step, Block AttnRes's phase-2 merge, and one AdamW step of a parameter.
+//! step (alone, or through the PreNorm of the layer that reads it), Block AttnRes's phase-2
+//! merge, and one AdamW step of a parameter.
 //!
 //! Each operation has three implementations behind one trait, [`KernelOps`]: libtorch's own
 //! fused kernels where libtorch has them (f32 on the CPU), the same operation composed of
@@ -116,6 +117,28 @@ pub trait KernelOps: Backend {
         into: FloatTensor<Self>,
         written: usize,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// [`Self::depth_mix`]'s `x` normalised by the PreNorm of the layer that reads it,
+    /// `x g / rms(x)` with `gain` `g` `[d]` -> `[N, d]`. libtorch on the CPU in f32 does it
+    /// in one pass that never writes `x` out; elsewhere it is the two operations, and so
+    /// always under autodiff, whose norm backward reads `x`.
+    fn depth_mix_normed(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+        gain: FloatTensor<Self>,
+        acc: stack::StackGrad,
+    ) -> FloatTensor<Self>;
+
+    /// A residual add and the PreNorm of the layer that reads its sum: `x`, `y` `[N, d]`,
+    /// `gain` `[d]` -> (`s = x + y`, `s g / rms(s)`), the floats of the two operations; one
+    /// pass on libtorch on the CPU in f32, the two operations elsewhere and under autodiff.
+    fn add_rms_norm(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        gain: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// A stack of completed sources grown by one: `stacked` `[K, N, d]` and the next source
     /// `v` `[N, d]` -> `[K + 1, N, d]`. Where the backend can (libtorch on the CPU) the result

@@ -1,8 +1,11 @@
 //! CPU kernels over rows of f32 (one row a token), in plain Rust on slices: one pass where
-//! the composed form takes one libtorch kernel per elementwise step. They run on the calling
+//! the composed form takes one libtorch kernel per elementwise step. Most run on the calling
 //! thread: split across rayon's pool they lost to libgomp's threads, which spin on the other
-//! cores after each libtorch operation (docs/performance.md, "Fused operations").
+//! cores after each libtorch operation (docs/performance.md, "Fused operations"). The
+//! norm's forwards run in tasks of rows on those libgomp threads (`omp.rs`); backwards
+//! that sum over rows stay on one thread, in the order the reference runs were trained with.
 
+use super::omp::for_each_task;
 use crate::model::norm::RMS_EPS;
 
 /// Rows per chunk of [`merge_backward`]. Its `dq` is summed per chunk and the chunks' sums then added in
@@ -143,15 +146,57 @@ pub fn merge_backward(
         })
 }
 
-/// RMSNorm with a gain: `y = x g / rms(x)` row by row, `x` `[N, d]`, `g` `[d]`.
+/// RMSNorm with a gain: `y = x g / rms(x)` row by row, `x` `[N, d]`, `g` `[d]`, in tasks
+/// of rows on libgomp's threads (`omp.rs`).
 pub fn rms_norm_forward(x: &[f32], g: &[f32], y: &mut [f32]) {
+    let chunk = g.len() * ROWS_PER_TASK;
+    let tasks: Vec<(&[f32], &mut [f32])> = x.chunks(chunk).zip(y.chunks_mut(chunk)).collect();
+    for_each_task(tasks, &|_, (x, y)| {
+        for (x, y) in x.chunks_exact(g.len()).zip(y.chunks_exact_mut(g.len())) {
+            normalise_row(x, g, y);
+        }
+    });
+}
+
+/// One row of [`rms_norm_forward`].
+#[inline(always)]
+fn normalise_row(x: &[f32], g: &[f32], y: &mut [f32]) {
+    let u = inv_rms(x, true);
+    for ((y, x), g) in y.iter_mut().zip(x).zip(g) {
+        *y = x * u * g;
+    }
+}
+
+/// [`rms_norm_forward`] in place, on the calling thread: `x` `[N, d]` becomes
+/// `x g / rms(x)`.
+pub fn rms_norm_in_place(x: &mut [f32], g: &[f32]) {
     let d = g.len();
-    for (x, y) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)) {
+    for x in x.chunks_exact_mut(d) {
         let u = inv_rms(x, true);
-        for ((y, x), g) in y.iter_mut().zip(x).zip(g) {
-            *y = x * u * g;
+        for (x, g) in x.iter_mut().zip(g) {
+            *x = *x * u * g;
         }
     }
+}
+
+/// A residual add and the next layer's PreNorm in one pass: `s = x + y` and `s g / rms(s)`
+/// row by row (`[N, d]`, `g` `[d]`), the floats of the add and of [`rms_norm_forward`], in
+/// tasks of rows on libgomp's threads.
+pub fn add_rms_norm_forward(x: &[f32], y: &[f32], g: &[f32], sum: &mut [f32], normed: &mut [f32]) {
+    let chunk = g.len() * ROWS_PER_TASK;
+    let inputs = x.chunks(chunk).zip(y.chunks(chunk));
+    let outputs = sum.chunks_mut(chunk).zip(normed.chunks_mut(chunk));
+    let tasks: Vec<_> = inputs.zip(outputs).collect();
+    let d = g.len();
+    for_each_task(tasks, &|_, ((x, y), (s, h))| {
+        let rows = x.chunks_exact(d).zip(y.chunks_exact(d));
+        for ((x, y), (s, h)) in rows.zip(s.chunks_exact_mut(d).zip(h.chunks_exact_mut(d))) {
+            for ((s, x), y) in s.iter_mut().zip(x).zip(y) {
+                *s = x + y;
+            }
+            normalise_row(s, g, h);
+        }
+    });
 }
 
 /// The gradients of [`rms_norm_forward`] given `dy`: writes `dx` and returns `dg`. With

@@ -29,7 +29,7 @@ use burn::tensor::{FloatDType, Shape, Slice, Tensor};
 
 use super::KernelOps;
 use super::composed::{accumulate_slots, first_dim};
-use super::mix::depth_mix_into;
+use super::mix::{depth_mix_into, depth_mix_normed_into};
 
 /// The completed sources of a forward pass so far, `[K, N, d]`.
 pub struct SourceStack {
@@ -65,6 +65,25 @@ impl SourceStack {
             partial,
             q,
             key_norm,
+            self.grad.clone(),
+        )
+    }
+
+    /// [`Self::mix`] through the PreNorm (gain `gain` `[d]`) of the layer that reads it
+    /// (`kernels::mix::depth_mix_normed`): `[N, d]`.
+    pub fn mix_normed(
+        &self,
+        partial: Option<Tensor<2>>,
+        q: Tensor<1>,
+        key_norm: bool,
+        gain: Tensor<1>,
+    ) -> Tensor<2> {
+        depth_mix_normed_into(
+            self.stacked.clone(),
+            partial,
+            q,
+            key_norm,
+            gain,
             self.grad.clone(),
         )
     }

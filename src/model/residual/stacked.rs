@@ -4,7 +4,9 @@
 //! one source as each block completes, and every mixing step is one fused operation
 //! (`kernels::mix`) over that stack and the block's partial sum, which computes the naive
 //! path's softmax in one pass over the sources instead of a dozen tensor operations,
-//! without copying the partial sum in.
+//! without copying the partial sum in. A layer's mix goes through the layer's PreNorm in
+//! the same operation (`kernels::mix::depth_mix_normed`), which in inference on the CPU
+//! never writes the mix itself out to memory.
 //!
 //! It reads a block's completed sources once per layer where the two-phase path
 //! (`two_phase.rs`) reads them once per block, but needs neither the phase-1 tensors nor
@@ -32,9 +34,18 @@ impl AttnRes {
         let [b, t, d] = e.dims();
         let n_layers = self.n_layers();
         let key_norm = self.mixes[0].uses_key_norm();
-        let mix = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize| {
-            let q = effective_query(&self.mixes[l]);
-            sources.mix(partial, q, key_norm).reshape([b, t, d]) // [BT, d] -> [B, T, d]
+        let q = |l: usize| effective_query(&self.mixes[l]);
+        // Layer `l` on its mix: where the layer begins with a PreNorm, the mix goes straight
+        // through it in one operation (`kernels::mix::depth_mix_normed`).
+        let layer = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize| {
+            let y = match layers.norm(l) {
+                Some(norm) => {
+                    let x = sources.mix_normed(partial, q(l), key_norm, norm.gain.val());
+                    layers.apply_normed(l, x.reshape([b, t, d])) // [BT, d] -> [B, T, d]
+                }
+                None => layers.apply(l, sources.mix(partial, q(l), key_norm).reshape([b, t, d])),
+            };
+            y.reshape([b * t, d]) // [BT, d]
         };
         // The embedding and every block's output.
         let completed = 1 + self.block_starts.len();
@@ -43,8 +54,7 @@ impl AttnRes {
             let end = self.block_starts.get(k + 1).copied().unwrap_or(n_layers);
             let mut partial: Option<Tensor<2>> = None;
             for l in start..end {
-                let x = mix(&sources, partial.clone(), l);
-                let y = layers.apply(l, x).reshape([b * t, d]); // [BT, d]
+                let y = layer(&sources, partial.clone(), l);
                 partial = Some(match partial {
                     Some(p) => p + y,
                     None => y,
@@ -54,6 +64,7 @@ impl AttnRes {
                 sources.push(p); // [K + 1, BT, d]
             }
         }
-        mix(&sources, None, n_layers)
+        let x = sources.mix(None, q(n_layers), key_norm); // the final norm's input
+        x.reshape([b, t, d]) // [BT, d] -> [B, T, d]
     }
 }
