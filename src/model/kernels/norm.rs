@@ -64,6 +64,8 @@ pub(super) mod tch_kernel {
         TchTensor::new(y)
     }
 
+    /// `super::add_rms_norm` by the row kernel where it takes the tensors (f32 on the
+    /// CPU), else the two operations.
     pub fn add_forward(x: T, y: T, g: T) -> (T, T) {
         let (x_c, y_c, g_c) = (
             x.tensor.contiguous(),
