@@ -1,0 +1,204 @@
+//! [`KernelOps`] under autodiff: the inner backend's forward, each with its hand-written
+//! backward pass (or the separate operations, where a backward must read what a fused
+//! forward would not write).
+
+use burn::backend::autodiff::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
+
+use super::super::adamw::AdamWStep;
+use super::super::stack::StackGrad;
+use super::super::{KernelOps, attention, merge, mix, norm, rotary, stack, swiglu};
+
+impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C> {
+    fn causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        attention::autodiff_forward::<B, C>(q, k, v)
+    }
+
+    /// Not differentiable itself (no second derivatives): its outputs are constants.
+    fn causal_attention_backward(
+        grad: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [grad, q, k, v, out, lse] = [grad, q, k, v, out, lse].map(|t| t.into_primitive());
+        let (dq, dk, dv) = B::causal_attention_backward(grad, q, k, v, out, lse);
+        (
+            Self::from_inner(dq),
+            Self::from_inner(dk),
+            Self::from_inner(dv),
+        )
+    }
+
+    fn block_merge(
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self> {
+        merge::autodiff_forward::<B, C>(p, o1, q, lse, key_norm)
+    }
+
+    /// Not differentiable itself, as above.
+    fn block_merge_backward(
+        grad: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        let [grad, p, o1, q, lse] = [grad, p, o1, q, lse].map(|t| t.into_primitive());
+        let (dp, do1, dq, dlse) = B::block_merge_backward(grad, p, o1, q, lse, key_norm);
+        (
+            Self::from_inner(dp),
+            Self::from_inner(do1),
+            Self::from_inner(dq),
+            Self::from_inner(dlse),
+        )
+    }
+
+    fn depth_mix(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+        acc: StackGrad,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        mix::autodiff_forward::<B, C>(stacked, partial, q, key_norm, acc)
+    }
+
+    /// The two operations: the norm's backward reads `x`.
+    fn depth_mix_normed(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+        gain: FloatTensor<Self>,
+        acc: StackGrad,
+    ) -> FloatTensor<Self> {
+        mix::mix_then_norm::<Self>(stacked, partial, q, key_norm, gain, acc)
+    }
+
+    /// Not differentiable itself, as above.
+    fn depth_mix_backward(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
+        key_norm: bool,
+        into: FloatTensor<Self>,
+        written: usize,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let inner = [grad, stacked, partial, q, saved, into].map(|t| t.into_primitive());
+        let [grad, stacked, partial, q, saved, into] = inner;
+        let (dv, dp, dq) =
+            B::depth_mix_backward(grad, stacked, partial, q, saved, key_norm, into, written);
+        (
+            Self::from_inner(dv),
+            Self::from_inner(dp),
+            Self::from_inner(dq),
+        )
+    }
+
+    fn stack_push(
+        stacked: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        capacity: usize,
+        acc: StackGrad,
+    ) -> FloatTensor<Self> {
+        stack::autodiff_forward::<B, C>(stacked, v, capacity, acc)
+    }
+
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        rotary::autodiff_forward::<B, C>(x, cos, sin)
+    }
+
+    /// Not differentiable itself, as above.
+    fn rotary_backward(
+        grad: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let [grad, cos, sin] = [grad, cos, sin].map(|t| t.into_primitive());
+        Self::from_inner(B::rotary_backward(grad, cos, sin))
+    }
+
+    fn swiglu(
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        swiglu::autodiff_forward::<B, C>(a, b)
+    }
+
+    /// Not differentiable itself, as above.
+    fn swiglu_backward(
+        grad: FloatTensor<Self>,
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        s: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [grad, a, b, s] = [grad, a, b, s].map(|t| t.into_primitive());
+        let (da, db) = B::swiglu_backward(grad, a, b, s);
+        (Self::from_inner(da), Self::from_inner(db))
+    }
+
+    fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
+        norm::autodiff_forward::<B, C>(x, g)
+    }
+
+    /// The two operations: the norm's backward reads the sum.
+    fn add_rms_norm(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        norm::add_then_norm::<Self>(x, y, g)
+    }
+
+    fn rms_norm_backward(
+        grad: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [grad, x, g] = [grad, x, g].map(|t| t.into_primitive());
+        let (dx, dg) = B::rms_norm_backward(grad, x, g);
+        (Self::from_inner(dx), Self::from_inner(dg))
+    }
+
+    /// On the inner backend, outside the graph (an optimizer steps untracked tensors).
+    fn adamw_step(
+        p: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m1: FloatTensor<Self>,
+        m2: FloatTensor<Self>,
+        step: AdamWStep,
+        first: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [p, g, m1, m2] = [p, g, m1, m2].map(|t| t.into_primitive());
+        let (p, m1, m2) = B::adamw_step(p, g, m1, m2, step, first);
+        (
+            Self::from_inner(p),
+            Self::from_inner(m1),
+            Self::from_inner(m2),
+        )
+    }
+}

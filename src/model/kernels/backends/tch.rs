@@ -1,0 +1,163 @@
+//! [`KernelOps`] on libtorch: libtorch's own kernels and ours (`rows`, `mix_rows`) on the
+//! CPU in f32, `mix_tch` and the composed forms elsewhere.
+
+use burn::backend::tensor::FloatTensor;
+
+use super::super::adamw::AdamWStep;
+use super::super::stack::StackGrad;
+use super::super::{KernelOps, attention, merge, mix, norm, rotary, stack, swiglu};
+
+#[cfg(feature = "tch")]
+impl KernelOps for burn::backend::LibTorch {
+    fn causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        attention::tch_kernels::forward(q, k, v)
+    }
+
+    fn causal_attention_backward(
+        grad: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        attention::tch_kernels::backward(grad, q, k, v, out, lse)
+    }
+
+    fn block_merge(
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> FloatTensor<Self> {
+        merge::tch_kernel::forward(p, o1, q, lse, key_norm)
+    }
+
+    fn block_merge_backward(
+        grad: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+        o1: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        let [dp, do1, dq, dlse] = merge::tch_kernel::backward(grad, p, o1, q, lse, key_norm);
+        (dp, do1, dq, dlse)
+    }
+
+    fn depth_mix(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+        _acc: StackGrad,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        mix::tch_kernel::forward(stacked, partial, q, key_norm)
+    }
+
+    fn depth_mix_normed(
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        key_norm: bool,
+        gain: FloatTensor<Self>,
+        _acc: StackGrad,
+    ) -> FloatTensor<Self> {
+        mix::tch_kernel::forward_normed(stacked, partial, q, key_norm, gain)
+    }
+
+    fn depth_mix_backward(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
+        key_norm: bool,
+        into: FloatTensor<Self>,
+        written: usize,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        mix::tch_kernel::backward(grad, stacked, partial, q, saved, key_norm, into, written)
+    }
+
+    fn stack_push(
+        stacked: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        capacity: usize,
+        _acc: StackGrad,
+    ) -> FloatTensor<Self> {
+        stack::tch_kernel::push(stacked, v, capacity)
+    }
+
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        rotary::tch_kernel::forward(x, cos, sin)
+    }
+
+    fn rotary_backward(
+        grad: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        rotary::tch_kernel::backward(grad, cos, sin)
+    }
+
+    fn swiglu(
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        swiglu::tch_kernel::forward(a, b)
+    }
+
+    fn swiglu_backward(
+        grad: FloatTensor<Self>,
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        s: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        swiglu::tch_kernel::backward(grad, a, b, s)
+    }
+
+    fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
+        norm::tch_kernel::forward(x, g)
+    }
+
+    fn add_rms_norm(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        norm::tch_kernel::add_forward(x, y, g)
+    }
+
+    fn rms_norm_backward(
+        grad: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        norm::tch_kernel::backward(grad, x, g)
+    }
+
+    fn adamw_step(
+        p: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m1: FloatTensor<Self>,
+        m2: FloatTensor<Self>,
+        step: AdamWStep,
+        first: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        super::super::adamw::tch_kernel::step(p, g, m1, m2, step, first)
+    }
+}
