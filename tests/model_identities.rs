@@ -404,3 +404,57 @@ fn value_residual_with_unit_own_weight_is_the_plain_model() {
         );
     }
 }
+
+/// The inference forward gives the training forward's logits: bit for bit for the baseline
+/// and the stacked path's families, where a layer's mix (or the baseline's residual add)
+/// goes through the next PreNorm in one pass without autodiff and as separate operations
+/// with it; within 1e-5 for the families on the naive path, whose composed operations round
+/// differently under autodiff. Tiny models (narrow rows) and, for the baseline, Full and
+/// Block, a width of the token-at-a-time kernels with a tail, over more tokens than one
+/// task of the kernels.
+#[test]
+fn the_inference_forward_equals_the_training_forward() {
+    use burn::module::Module;
+    let train = test_device().autodiff();
+    let wide = |residual| attnres::model::ModelConfig {
+        d_model: 264,
+        ..tiny(residual)
+    };
+    let wide_models = [
+        ResidualConfig::Baseline,
+        ResidualConfig::full(),
+        ResidualConfig::block(2),
+    ]
+    .map(wide);
+    let mut bit_for_bit = 0;
+    for config in all_models().into_iter().chain(wide_models) {
+        let model = perturb(Lm::init(&config, 4, &train).unwrap(), 5, 0.3);
+        let fused = match &model.residual {
+            Residual::Baseline(_) => true,
+            Residual::AttnRes(r) => r.supports_stacked(),
+            _ => false,
+        };
+        let (b, t) = (8, config.context);
+        let input = random_tokens(6, b, t, config.vocab_size);
+        let inference = model.valid();
+        let inner = inference.head.val().device();
+        let trained = to_vec(model.forward(tokens(&input, b, &train)));
+        let inferred = to_vec(inference.forward(tokens(&input, b, &inner)));
+        let diff = max_abs_diff(&trained, &inferred);
+        let case = format!("{} (d {})", config.arm_label(), config.d_model);
+        if fused {
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(
+                bits(&trained) == bits(&inferred),
+                "{case}: max abs diff {diff}"
+            );
+            bit_for_bit += 1;
+        } else {
+            assert!(diff < 1e-5, "{case}: max abs diff {diff}");
+        }
+    }
+    assert!(
+        bit_for_bit >= 10,
+        "only {bit_for_bit} models on the fused paths"
+    );
+}
