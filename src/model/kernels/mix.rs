@@ -139,8 +139,8 @@ pub(super) mod tch_kernel {
 
     use super::super::composed::{self, accumulate_slots};
     use super::super::mix_rows::{self, SAVED, SourceGrads, Sources};
+    use super::super::mix_tch;
     use super::super::tch_memory::{cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut};
-    use super::super::{mix_tch, norm};
 
     type T = FloatTensor<LibTorch>;
 
@@ -180,14 +180,17 @@ pub(super) mod tch_kernel {
     }
 
     /// `x g / rms(x)` of [`forward`]'s `x`, normalised by the row kernels' tasks where they
-    /// apply, else by the norm's kernel after the mix.
+    /// apply, else the mix and the norm as two operations (`mix_then_norm`).
     pub fn forward_normed(stacked: T, partial: T, q: T, key_norm: bool, gain: T) -> T {
         let g = gain.tensor.contiguous();
         let fused =
             floats(&g).and_then(|gs| rows_forward(&stacked, &partial, &q, key_norm, Some(gs)));
         match fused {
             Some((y, _)) => y,
-            None => norm::tch_kernel::forward(other_forward(stacked, partial, q, key_norm).0, gain),
+            None => {
+                let none = super::StackGrad::none();
+                super::mix_then_norm::<LibTorch>(stacked, partial, q, key_norm, gain, none)
+            }
         }
     }
 
