@@ -7,6 +7,7 @@ mod data;
 mod model;
 mod power;
 mod slurm;
+mod speed;
 mod status;
 mod sweep;
 mod train;

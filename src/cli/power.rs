@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::InputError;
 use super::analyze::print_table;
-use super::sweep::{Speed, duration};
+use super::speed::{Speed, duration};
 use crate::analysis::design::Design;
 use crate::analysis::fit::{EMode, Law};
 use crate::analysis::multiplier::{FitOptions, analyse};

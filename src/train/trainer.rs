@@ -1,27 +1,26 @@
 //! The training loop: data, model and optimizer set-up, resume, steps, evals, checkpoints.
 
-use std::io::IsTerminal;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::checkpoint::{self, CheckpointState};
 use super::eval::{BatchTensors, evaluate, masked_cross_entropy, probe};
 use super::optimizer;
 use super::run_spec::RunSpec;
-use super::{Outcome, Summary, TrainOptions};
+use super::{Outcome, TrainOptions};
 use crate::backend;
 use crate::data::{self, Batch, Dataset, eval_batches, train_batch};
 use crate::error::InputError;
 use crate::model::Lm;
-use crate::model::flops::{flops_6nd, flops_exact, param_counts};
-use crate::model::residual::Probes;
+use crate::model::flops::param_counts;
 use crate::store::metrics::{self, DepthRow, LayerRow, StepRow};
 use crate::store::{RunDir, Status, read_json_opt, write_json};
+
+mod records;
 
 /// Trains `spec` into `dir`, resuming from its checkpoint; a finished folder is left alone.
 pub fn train(spec: &RunSpec, dir: &RunDir, opts: &TrainOptions) -> anyhow::Result<Outcome> {
@@ -319,109 +318,6 @@ impl<'a> Trainer<'a> {
             accumulator.accumulate(model, grads);
         }
         Ok((total, accumulator.grads()))
-    }
-
-    fn bits_per_byte(&self, loss: f32) -> Option<f32> {
-        let bytes = self.data.val_bytes? as f64;
-        let tokens = self.data.val.tokens.len() as f64;
-        Some((f64::from(loss) * tokens / (bytes * std::f64::consts::LN_2)) as f32)
-    }
-
-    fn record_probes(&mut self, step: u64, probes: &Probes, grad_norms: &[f32]) {
-        let kind = |l: usize| if l.is_multiple_of(2) { "attn" } else { "mlp" };
-        for (metric, values) in [
-            ("in_rms", &probes.in_rms),
-            ("out_rms", &probes.out_rms),
-            ("grad_norm", &grad_norms.to_vec()),
-        ] {
-            for (l, &value) in values.iter().enumerate() {
-                self.layers.push(LayerRow {
-                    step,
-                    layer: l as u32,
-                    kind: kind(l).into(),
-                    metric: metric.into(),
-                    value,
-                });
-            }
-        }
-        // Indexed by Transformer block, not sublayer.
-        for (b, &value) in probes.block_out_rms.iter().enumerate() {
-            self.layers.push(LayerRow {
-                step,
-                layer: b as u32,
-                kind: "block".into(),
-                metric: "block_out_rms".into(),
-                value,
-            });
-        }
-        for (l, weights) in probes.depth_attn.iter().enumerate() {
-            for (source, &weight) in weights.iter().enumerate() {
-                self.depth.push(DepthRow {
-                    step,
-                    layer: l as u32,
-                    source: source as u32,
-                    weight,
-                });
-            }
-        }
-    }
-
-    fn progress_bar(&self, position: u64) -> ProgressBar {
-        let bar = match &self.opts.progress {
-            Some(bar) => bar.clone(),
-            None if std::io::stdout().is_terminal() => ProgressBar::new(self.total_steps),
-            None => ProgressBar::hidden(),
-        };
-        bar.set_length(self.total_steps);
-        bar.set_position(position);
-        if let Ok(style) = ProgressStyle::with_template(
-            "{prefix:>12} [{bar:30}] {pos}/{len} steps {msg} (ETA {eta})",
-        ) {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        if self.opts.progress.is_none() {
-            bar.set_prefix(self.spec.model.arm_label());
-        }
-        bar
-    }
-
-    /// The summary, from steps.csv (so a run killed after its final checkpoint but before
-    /// writing it still gets one).
-    fn summarize(&self, state: &CheckpointState) -> anyhow::Result<Summary> {
-        let spec = self.spec;
-        let rows = metrics::read_steps(&self.dir.steps())?;
-        let Some(last) = rows.last() else {
-            bail!(
-                "{} has no rows; delete the run folder to retrain",
-                self.dir.steps().display()
-            )
-        };
-        let tail = &rows[rows.len() - rows.len().div_ceil(10)..];
-        let loss_val = last.loss_val.unwrap_or(f32::NAN);
-        Ok(Summary {
-            run_id: spec.run_id(),
-            label: spec.model.arm_label(),
-            steps: state.step,
-            tokens: state.tokens,
-            flops_exact: flops_exact(&spec.model, state.tokens),
-            flops_6nd: flops_6nd(&spec.model, state.tokens),
-            params: param_counts(&spec.model).into(),
-            loss_train_last: last.loss_train,
-            loss_train_tail: tail.iter().map(|r| r.loss_train).sum::<f32>() / tail.len() as f32,
-            loss_val,
-            acc_val: last.acc_val,
-            bpb_val: self.bits_per_byte(loss_val),
-            wall_s: state.wall_s,
-            backend: self.opts.backend.name().into(),
-            device: self.opts.device.clone(),
-            threads: self.opts.threads,
-            cpu: Some(backend::cpu_model()),
-            gpu: backend::gpu_model(&self.opts.device),
-            git_commit: env!("ATTNRES_GIT_COMMIT").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-                .to_string(),
-        })
     }
 }
 

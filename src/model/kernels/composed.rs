@@ -8,6 +8,10 @@ use burn::tensor::{Shape, Slice};
 use super::adamw::AdamWStep;
 use crate::model::norm::RMS_EPS;
 
+mod mix;
+pub(super) use mix::first_dim;
+pub use mix::{accumulate_slots, depth_mix, depth_mix_backward, stack_push};
+
 /// `softmax(q k^T / sqrt(hd) + causal mask)` `[B, H, T, T]` and the log-sum-exp of each row
 /// `[B, H, T, 1]`.
 fn causal_probabilities<B: Backend>(
@@ -105,7 +109,7 @@ impl<B: Backend> Merge<B> {
     ) -> Self {
         let [h, n, _, dh] = o1.shape().dims::<4>();
         let u = if key_norm {
-            B::float_reshape(inv_rms::<B>(p.clone()), Shape::new([n, 1, 1]))
+            B::float_reshape(inv_rms::<B>(p.clone(), 1), Shape::new([n, 1, 1]))
         } else {
             B::float_ones(Shape::new([n, 1, 1]), &p.device(), p.dtype().into())
         };
@@ -258,16 +262,16 @@ pub fn swiglu_backward<B: Backend>(
     (B::float_add(B::float_mul(h, s), through_sigmoid), db)
 }
 
-/// `1 / rms(x)` over the last dimension of `[N, d]`: `[N, 1]`.
-fn inv_rms<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
-    let mean = B::float_mean_dim(B::float_mul(x.clone(), x), 1);
+/// `1 / rms(x)` over dimension `dim` of `x` (kept, as 1).
+fn inv_rms<B: Backend>(x: FloatTensor<B>, dim: usize) -> FloatTensor<B> {
+    let mean = B::float_mean_dim(B::float_mul(x.clone(), x), dim);
     B::float_recip(B::float_sqrt(B::float_add_scalar(mean, RMS_EPS.into())))
 }
 
 /// `x g / rms(x)`: `x` `[N, d]`, `g` `[d]`.
 pub fn rms_norm<B: Backend>(x: FloatTensor<B>, g: FloatTensor<B>) -> FloatTensor<B> {
     let d = g.shape().dims::<1>()[0];
-    let u = inv_rms::<B>(x.clone());
+    let u = inv_rms::<B>(x.clone(), 1); // [N, 1]
     B::float_mul(B::float_mul(x, u), B::float_reshape(g, Shape::new([1, d])))
 }
 
@@ -278,7 +282,7 @@ pub fn rms_norm_backward<B: Backend>(
     g: FloatTensor<B>,
 ) -> (FloatTensor<B>, FloatTensor<B>) {
     let d = g.shape().dims::<1>()[0];
-    let u = inv_rms::<B>(x.clone()); // [N, 1]
+    let u = inv_rms::<B>(x.clone(), 1); // [N, 1]
     let h = B::float_mul(dy.clone(), B::float_reshape(g, Shape::new([1, d])));
     let hx = B::float_sum_dim(B::float_mul(h.clone(), x.clone()), 1); // [N, 1]
     let u3 = B::float_mul(B::float_mul(u.clone(), u.clone()), u.clone());
@@ -286,156 +290,6 @@ pub fn rms_norm_backward<B: Backend>(
     let dx = B::float_sub(B::float_mul(h, u.clone()), B::float_mul(x.clone(), c));
     let dg = B::float_sum_dim(B::float_mul(B::float_mul(dy, x), u), 0); // [1, d]
     (dx, B::float_reshape(dg, Shape::new([d])))
-}
-
-/// What one mixing step's forward and backward share: the sources `[K', N, d]` (the partial
-/// sum, if any, as the last), `s = v.q` and `u = 1/rms(v)` (ones without the key norm)
-/// `[K', N, 1]`, and the softmax weights `a` `[K', N, 1]`.
-struct Mix<B: Backend> {
-    sources: FloatTensor<B>,
-    s: FloatTensor<B>,
-    u: FloatTensor<B>,
-    a: FloatTensor<B>,
-    /// Completed sources `K`.
-    completed: usize,
-}
-
-impl<B: Backend> Mix<B> {
-    fn new(
-        stacked: FloatTensor<B>,
-        partial: FloatTensor<B>,
-        q: FloatTensor<B>,
-        key_norm: bool,
-    ) -> Self {
-        let [completed, n, d] = stacked.shape().dims::<3>();
-        let sources = if partial.shape().dims::<2>()[0] == 0 {
-            stacked
-        } else {
-            let partial = B::float_reshape(partial, Shape::new([1, n, d]));
-            B::float_cat(vec![stacked, partial], 0)
-        };
-        let q = B::float_reshape(q, Shape::new([1, 1, d]));
-        let s = B::float_sum_dim(B::float_mul(sources.clone(), q), 2); // [K', N, 1]
-        let u = if key_norm {
-            let mean = B::float_mean_dim(B::float_mul(sources.clone(), sources.clone()), 2);
-            B::float_recip(B::float_sqrt(B::float_add_scalar(mean, RMS_EPS.into())))
-        } else {
-            B::float_ones(s.shape(), &s.device(), s.dtype().into())
-        };
-        let z = B::float_mul(s.clone(), u.clone());
-        let max = B::float_max_dim(z.clone(), 0); // [1, N, 1]
-        let e = B::float_exp(B::float_sub(z, max));
-        let a = B::float_div(e.clone(), B::float_sum_dim(e, 0));
-        Self {
-            sources,
-            s,
-            u,
-            a,
-            completed,
-        }
-    }
-}
-
-/// `x = sum_k a_k v_k` over the stacked sources `[K, N, d]` and the partial sum `[N, d]`
-/// (none if it has zero rows), `a = softmax(v.q u)`; `q` `[d]` -> (`x` `[N, d]`, nothing
-/// kept: [`depth_mix_backward`] recomputes the weights).
-pub fn depth_mix<B: Backend>(
-    stacked: FloatTensor<B>,
-    partial: FloatTensor<B>,
-    q: FloatTensor<B>,
-    key_norm: bool,
-) -> (FloatTensor<B>, FloatTensor<B>) {
-    let [_, n, d] = stacked.shape().dims::<3>();
-    let m = Mix::<B>::new(stacked, partial, q, key_norm);
-    let x = B::float_sum_dim(B::float_mul(m.sources, m.a), 0); // [1, N, d]
-    let kept = B::float_zeros(Shape::new([0]), &x.device(), x.dtype().into());
-    (B::float_reshape(x, Shape::new([n, d])), kept)
-}
-
-/// The gradients of [`depth_mix`] (stacked sources, partial sum, query), by the formulas of
-/// `mix_rows::mix_backward`.
-pub fn depth_mix_backward<B: Backend>(
-    grad: FloatTensor<B>,
-    stacked: FloatTensor<B>,
-    partial: FloatTensor<B>,
-    q: FloatTensor<B>,
-    key_norm: bool,
-) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
-    let [_, n, d] = stacked.shape().dims::<3>();
-    let partial_shape = partial.shape();
-    let m = Mix::<B>::new(stacked, partial, q.clone(), key_norm);
-    let g = B::float_reshape(grad, Shape::new([1, n, d]));
-    let ga = B::float_sum_dim(B::float_mul(m.sources.clone(), g.clone()), 2); // [K', N, 1]
-    let gx = B::float_sum_dim(B::float_mul(m.a.clone(), ga.clone()), 0); // [1, N, 1]
-    let dz = B::float_mul(m.a.clone(), B::float_sub(ga, gx));
-    let along_q = B::float_mul(dz.clone(), m.u.clone()); // [K', N, 1]
-    let q3 = B::float_reshape(q, Shape::new([1, 1, d]));
-    let mut dv = B::float_add(B::float_mul(m.a, g), B::float_mul(along_q.clone(), q3));
-    if key_norm {
-        let u3 = B::float_mul(B::float_mul(m.u.clone(), m.u.clone()), m.u);
-        let along_v = B::float_mul_scalar(
-            B::float_mul(B::float_mul(dz, m.s), u3),
-            (1.0 / d as f64).into(),
-        );
-        dv = B::float_sub(dv, B::float_mul(along_v, m.sources.clone()));
-    }
-    let dq = B::float_sum_dim(B::float_sum_dim(B::float_mul(along_q, m.sources), 0), 1); // [1, 1, d]
-    let k = m.completed;
-    let (dstacked, dpartial) = if partial_shape.dims::<2>()[0] == 0 {
-        (
-            dv.clone(),
-            B::float_zeros(partial_shape, &dv.device(), dv.dtype().into()),
-        )
-    } else {
-        let dp = first_dim::<B>(dv.clone(), k, k + 1);
-        (
-            first_dim::<B>(dv, 0, k),
-            B::float_reshape(dp, Shape::new([n, d])),
-        )
-    };
-    (dstacked, dpartial, B::float_reshape(dq, Shape::new([d])))
-}
-
-/// `[K, N, d]` and `[N, d]` -> `[K + 1, N, d]`, copied.
-pub fn stack_push<B: Backend>(stacked: FloatTensor<B>, v: FloatTensor<B>) -> FloatTensor<B> {
-    let [n, d] = v.shape().dims::<2>();
-    B::float_cat(vec![stacked, B::float_reshape(v, Shape::new([1, n, d]))], 0)
-}
-
-/// A mixing step's gradient for its `K` stacked sources, `dv` `[K, N, d]`, put into the stack's
-/// gradient buffer `into` `[C, N, d]`: added to its first `written` slots (the old sum plus the
-/// new term, as burn's registering of gradients adds them), written into the rest of the first
-/// `K`. An `into` of zero slots takes `dv` as it is.
-pub fn accumulate_slots<B: Backend>(
-    into: FloatTensor<B>,
-    written: usize,
-    dv: FloatTensor<B>,
-) -> FloatTensor<B> {
-    if into.shape().dims::<3>()[0] == 0 {
-        return dv;
-    }
-    let k = dv.shape().dims::<3>()[0];
-    let w = written.min(k);
-    let slots = |start: usize, end: usize| {
-        let range = Slice::new(start as isize, Some(end as isize), 1);
-        [range, Slice::from(..), Slice::from(..)]
-    };
-    let mut into = into;
-    if w > 0 {
-        let old = first_dim::<B>(into.clone(), 0, w);
-        let sum = B::float_add(old, first_dim::<B>(dv.clone(), 0, w));
-        into = B::float_slice_assign(into, &slots(0, w), sum);
-    }
-    if k > w {
-        into = B::float_slice_assign(into, &slots(w, k), first_dim::<B>(dv, w, k));
-    }
-    into
-}
-
-/// Entries `start..end` of the first dimension of a 3-d tensor.
-pub(super) fn first_dim<B: Backend>(t: FloatTensor<B>, start: usize, end: usize) -> FloatTensor<B> {
-    let range = Slice::new(start as isize, Some(end as isize), 1);
-    B::float_slice(t, &[range, Slice::from(..), Slice::from(..)])
 }
 
 /// One AdamW step, burn's `AdamW` operation for operation: `(param, m1, m2)` after the step

@@ -1,0 +1,195 @@
+//! The report's sections on depth: block size (Fig. 6), the depth-attention weights
+//! (Fig. 8), the magnitudes across depth (Fig. 5) and what depth mixing costs at scale.
+
+use std::path::Path;
+
+use super::super::Analysis;
+use super::super::doc::Doc;
+use crate::analysis::cost::cost_curves;
+use crate::analysis::views;
+use crate::model::config::ResidualConfig;
+use crate::plot;
+
+/// Fig. 6: loss against block size, with baseline and Full as reference lines.
+pub(super) fn block_size_section(
+    doc: &mut Doc,
+    a: &Analysis,
+    figs: &Path,
+    name: &str,
+) -> anyhow::Result<()> {
+    if let Some(b) = views::block_view(&a.runs) {
+        doc.h(2, "Block size (Fig. 6)");
+        let rows = b
+            .points
+            .iter()
+            .map(|(s, i)| {
+                vec![
+                    s.to_string(),
+                    format!("{:.4}", i.mean),
+                    if i.half.is_finite() {
+                        format!("[{:.4}, {:.4}]", i.lo(), i.hi())
+                    } else {
+                        "-".into()
+                    },
+                    i.n.to_string(),
+                ]
+            })
+            .collect();
+        doc.table(&["S", "val loss", "95% t-interval", "seeds"], rows);
+        doc.figure(
+            plot::block_size(figs, &format!("{}: loss against block size, size {}", name, b.size), &b.points, b.baseline, b.full)?,
+            "Validation loss against S with 95% Student-t intervals over seeds; baseline and Full AttnRes as reference lines (band: their t-interval).",
+        );
+    }
+    Ok(())
+}
+
+/// Fig. 8: the depth-attention weights at the end of training.
+pub(super) fn depth_attention_section(
+    doc: &mut Doc,
+    a: &Analysis,
+    figs: &Path,
+    name: &str,
+) -> anyhow::Result<()> {
+    let (size, grids) = views::depth_attention_grids(&a.runs)?;
+    let streams = a
+        .runs
+        .iter()
+        .any(|r| r.planned.spec.model.residual.is_multi_stream());
+    if !grids.is_empty() {
+        doc.h(2, "Depth attention (Fig. 8)");
+        doc.figure(
+            plot::depth_attention(
+                figs,
+                &format!("{}: depth-attention weights, size {size}", name),
+                &grids,
+                streams,
+            )?,
+            if streams {
+                "Mean weight each mixing step puts on each source at the end of training. For hyper-connections, mHC and mHC-lite: each layer's mean read weight of each stream (hyper-connections' may be negative)."
+            } else {
+                "Mean weight each mixing step puts on each source at the end of training."
+            },
+        );
+    }
+    Ok(())
+}
+
+/// What each arm's depth mixing costs at scale, next to what it buys (docs/cost.md).
+pub(super) fn depth_cost(
+    doc: &mut Doc,
+    a: &Analysis,
+    figs: &Path,
+    name: &str,
+) -> anyhow::Result<()> {
+    let arms: Vec<ResidualConfig> = a
+        .runs
+        .iter()
+        .map(|r| r.planned.spec.model.residual.clone())
+        .collect();
+    let curves = cost_curves(&arms);
+    doc.h(2, "Cost of depth mixing at scale");
+    let rows = curves
+        .iter()
+        .map(|c| {
+            let at = |v: &[(f64, f64)], l: f64| {
+                v.iter()
+                    .find(|p| p.0 == l)
+                    .map_or("-".into(), |p| format!("{:.2}d", p.1))
+            };
+            vec![
+                c.arm.clone(),
+                at(&c.io, 128.0),
+                at(&c.state, 128.0),
+                at(&c.io, 256.0),
+                at(&c.state, 256.0),
+            ]
+        })
+        .collect();
+    doc.table(
+        &[
+            "variant",
+            "I/O per layer, L = 128",
+            "extra state, L = 128",
+            "I/O per layer, L = 256",
+            "extra state, L = 256",
+        ],
+        rows,
+    );
+    doc.figure(
+        plot::depth_cost(figs, &format!("{name}: depth-mixing cost against depth"), &curves)?,
+        "Memory I/O per token per layer caused by the residual mechanism (the report's Table 1, two-phase schedule for AttnRes; Full in 8 groups as in Table 1) and d-vectors per token kept beyond a standard residual's hidden state, for each arm of this sweep at its own block size, from L = 8 to 256 layers. Formulas, sources and assumptions: docs/cost.md; `attnres cost` prints them for any shape and parallel layout.",
+    );
+    Ok(())
+}
+
+/// Fig. 5 and its table: the per-block view of SPEC section 8 at the largest size.
+pub(super) fn magnitudes(
+    doc: &mut Doc,
+    a: &Analysis,
+    figs: &Path,
+    name: &str,
+) -> anyhow::Result<()> {
+    let (size, profiles) = views::final_profiles(&a.runs)?;
+    if profiles.is_empty() {
+        return Ok(());
+    }
+    doc.h(2, "Magnitudes across depth (Fig. 5)");
+    let blocks = profiles
+        .iter()
+        .map(|p| p.in_rms.len() / 2)
+        .max()
+        .unwrap_or(0);
+    let mut header: Vec<String> = vec!["variant".into(), "per block".into()];
+    header.extend((0..blocks).map(|b| format!("block {b}")));
+    header.push("max / min".into());
+    let mut rows = Vec::new();
+    let mut missing = false;
+    for p in &profiles {
+        let [hidden, output, grad] = p.per_block();
+        for (what, values) in [
+            ("hidden-state RMS", &hidden),
+            ("output RMS", &output),
+            ("gradient norm", &grad),
+        ] {
+            let mut row = vec![p.arm.clone(), what.to_string()];
+            if values.is_empty() {
+                missing = true;
+                row.extend((0..=blocks).map(|_| "-".to_string()));
+            } else {
+                let (lo, hi) = values
+                    .iter()
+                    .fold((f64::INFINITY, 0.0f64), |(a, b), &v| (a.min(v), b.max(v)));
+                row.extend(values.iter().map(|v| format!("{v:.3}")));
+                row.push(format!("{:.2}", hi / lo));
+            }
+            rows.push(row);
+        }
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    doc.p(format!(
+        "At the end of training, size {size}, mean over seeds. Per Transformer block i (sublayers 2i and 2i+1, SPEC section 8): the hidden state it reads (RMS of x_2i), its output (RMS of y_2i + y_2i+1, the `block_out_rms` probe) and the L2 norm of its gradient (root-sum-square of the two sublayers').{}",
+        if missing {
+            " A dash: the run predates the `block_out_rms` probe; retrain it to record it."
+        } else {
+            ""
+        }
+    ));
+    doc.table(&header, rows);
+    for png in plot::layer_profiles(
+        figs,
+        &format!("{name}: size {size}, end of training"),
+        &profiles,
+    )? {
+        let what = if png.ends_with("blocks.png") {
+            "per Transformer block (block input, block output, block gradient norm)"
+        } else {
+            "per sublayer"
+        };
+        doc.figure(
+            png,
+            format!("Hidden-state RMS, output RMS and gradient norm {what}, size {size}, mean over seeds."),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! What a training run writes besides its steps: the per-layer probe rows, the progress
+//! bar and the summary.
+
+use std::io::IsTerminal;
+
+use anyhow::bail;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::super::Summary;
+use super::super::checkpoint::CheckpointState;
+use super::Trainer;
+use crate::backend;
+use crate::model::flops::{flops_6nd, flops_exact, param_counts};
+use crate::model::residual::Probes;
+use crate::store::metrics::{self, DepthRow, LayerRow};
+
+impl Trainer<'_> {
+    fn bits_per_byte(&self, loss: f32) -> Option<f32> {
+        let bytes = self.data.val_bytes? as f64;
+        let tokens = self.data.val.tokens.len() as f64;
+        Some((f64::from(loss) * tokens / (bytes * std::f64::consts::LN_2)) as f32)
+    }
+
+    pub(super) fn record_probes(&mut self, step: u64, probes: &Probes, grad_norms: &[f32]) {
+        let kind = |l: usize| if l.is_multiple_of(2) { "attn" } else { "mlp" };
+        for (metric, values) in [
+            ("in_rms", &probes.in_rms),
+            ("out_rms", &probes.out_rms),
+            ("grad_norm", &grad_norms.to_vec()),
+        ] {
+            for (l, &value) in values.iter().enumerate() {
+                self.layers.push(LayerRow {
+                    step,
+                    layer: l as u32,
+                    kind: kind(l).into(),
+                    metric: metric.into(),
+                    value,
+                });
+            }
+        }
+        // Indexed by Transformer block, not sublayer.
+        for (b, &value) in probes.block_out_rms.iter().enumerate() {
+            self.layers.push(LayerRow {
+                step,
+                layer: b as u32,
+                kind: "block".into(),
+                metric: "block_out_rms".into(),
+                value,
+            });
+        }
+        for (l, weights) in probes.depth_attn.iter().enumerate() {
+            for (source, &weight) in weights.iter().enumerate() {
+                self.depth.push(DepthRow {
+                    step,
+                    layer: l as u32,
+                    source: source as u32,
+                    weight,
+                });
+            }
+        }
+    }
+
+    pub(super) fn progress_bar(&self, position: u64) -> ProgressBar {
+        let bar = match &self.opts.progress {
+            Some(bar) => bar.clone(),
+            None if std::io::stdout().is_terminal() => ProgressBar::new(self.total_steps),
+            None => ProgressBar::hidden(),
+        };
+        bar.set_length(self.total_steps);
+        bar.set_position(position);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{prefix:>12} [{bar:30}] {pos}/{len} steps {msg} (ETA {eta})",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        if self.opts.progress.is_none() {
+            bar.set_prefix(self.spec.model.arm_label());
+        }
+        bar
+    }
+
+    /// The summary, from steps.csv (so a run killed after its final checkpoint but before
+    /// writing it still gets one).
+    pub(super) fn summarize(&self, state: &CheckpointState) -> anyhow::Result<Summary> {
+        let spec = self.spec;
+        let rows = metrics::read_steps(&self.dir.steps())?;
+        let Some(last) = rows.last() else {
+            bail!(
+                "{} has no rows; delete the run folder to retrain",
+                self.dir.steps().display()
+            )
+        };
+        let tail = &rows[rows.len() - rows.len().div_ceil(10)..];
+        let loss_val = last.loss_val.unwrap_or(f32::NAN);
+        Ok(Summary {
+            run_id: spec.run_id(),
+            label: spec.model.arm_label(),
+            steps: state.step,
+            tokens: state.tokens,
+            flops_exact: flops_exact(&spec.model, state.tokens),
+            flops_6nd: flops_6nd(&spec.model, state.tokens),
+            params: param_counts(&spec.model).into(),
+            loss_train_last: last.loss_train,
+            loss_train_tail: tail.iter().map(|r| r.loss_train).sum::<f32>() / tail.len() as f32,
+            loss_val,
+            acc_val: last.acc_val,
+            bpb_val: self.bits_per_byte(loss_val),
+            wall_s: state.wall_s,
+            backend: self.opts.backend.name().into(),
+            device: self.opts.device.clone(),
+            threads: self.opts.threads,
+            cpu: Some(backend::cpu_model()),
+            gpu: backend::gpu_model(&self.opts.device),
+            git_commit: env!("ATTNRES_GIT_COMMIT").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string(),
+        })
+    }
+}
