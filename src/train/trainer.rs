@@ -66,15 +66,21 @@ fn validate(spec: &RunSpec) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sets the backend's CPU threads (libtorch and the rayon pool) for this process.
+/// Sets the backend's CPU threads (libtorch and the rayon pool) for this process, and has
+/// each of libtorch's threads make its first call into MKL's vector math alone
+/// (`kernels::warm_up_vml`).
 pub fn set_threads(threads: Option<usize>) {
-    let Some(n) = threads else { return };
+    if let Some(n) = threads {
+        #[cfg(feature = "tch")]
+        tch::set_num_threads(n as i32);
+        // The global pool can be built once per process; later calls keep the first size.
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global();
+    }
+    // Before any two of libtorch's threads first call MKL's vector math at once.
     #[cfg(feature = "tch")]
-    tch::set_num_threads(n as i32);
-    // The global pool can be built once per process; later calls keep the first size.
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(n)
-        .build_global();
+    crate::model::kernels::warm_up_vml();
 }
 
 struct Trainer<'a> {

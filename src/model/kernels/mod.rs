@@ -32,6 +32,10 @@ pub mod stack;
 pub mod swiglu;
 #[cfg(feature = "tch")]
 mod tch_memory;
+#[cfg(feature = "tch")]
+mod vml;
+#[cfg(feature = "tch")]
+pub use vml::warm_up_vml;
 
 use burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 
