@@ -10,7 +10,7 @@ use crate::model::norm::RMS_EPS;
 
 mod mix;
 pub(super) use mix::first_dim;
-pub use mix::{accumulate_slots, depth_mix, depth_mix_backward, stack_push};
+pub use mix::{accumulate_slots, depth_mix, depth_mix_backward, source_grad, stack_push};
 
 /// `softmax(q k^T / sqrt(hd) + causal mask)` `[B, H, T, T]` and the log-sum-exp of each row
 /// `[B, H, T, 1]`.

@@ -7,6 +7,8 @@
 //! through the PreNorm of the layer that reads it; without autodiff the row kernels then
 //! normalise each task's rows while they are in the cache, and the mix never reaches memory.
 
+use std::sync::{Arc, Mutex};
+
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
@@ -16,6 +18,7 @@ use burn::tensor::Tensor;
 use burn::tensor::activation::softmax;
 
 use super::KernelOps;
+use super::at_push::StepRecord;
 use super::stack::StackGrad;
 
 /// `x = sum_k a_k v_k`, `a = softmax_k(v_k . q / rms(v_k))` (`v_k . q` without the key
@@ -145,7 +148,10 @@ pub(super) mod tch_kernel {
     type T = FloatTensor<LibTorch>;
 
     /// The row kernels' view of the sources, when they apply (f32 on the CPU).
-    fn sources<'a>(stacked: &'a tch::Tensor, partial: &'a tch::Tensor) -> Option<Sources<'a>> {
+    pub(in crate::model::kernels) fn sources<'a>(
+        stacked: &'a tch::Tensor,
+        partial: &'a tch::Tensor,
+    ) -> Option<Sources<'a>> {
         let size = stacked.size();
         let (n, d) = (size[1] as usize, size[2] as usize);
         let partial = match partial.size()[0] {
@@ -165,7 +171,7 @@ pub(super) mod tch_kernel {
 
     /// `t` itself where the row kernels read it as it is (a stack's slots, room between
     /// them included), else a contiguous copy.
-    fn slotted(t: &tch::Tensor) -> tch::Tensor {
+    pub(in crate::model::kernels) fn slotted(t: &tch::Tensor) -> tch::Tensor {
         match slots_of(t) {
             Some(_) => t.shallow_clone(),
             None => t.contiguous(),
@@ -296,18 +302,48 @@ pub(super) mod tch_kernel {
 struct DepthMix;
 
 impl<B: Backend + KernelOps> Backward<B, 3> for DepthMix {
-    /// The inputs, what the forward kept for the backward, whether the key norm applies and
-    /// where the stacked sources' gradient goes.
-    type State = ([FloatTensor<B>; 4], bool, StackGrad);
+    /// The inputs, what the forward kept for the backward, the output where the stack's
+    /// sources get their gradients at their pushes, whether the key norm applies and where
+    /// the stacked sources' gradient goes.
+    type State = ([FloatTensor<B>; 4], Option<FloatTensor<B>>, bool, StackGrad);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let ([stacked, partial, q, saved], key_norm, acc) = ops.state;
+        let ([stacked, partial, q, saved], x, key_norm, acc) = ops.state;
         let grad = grads.consume::<B>(&ops.node);
         let k = stacked.shape().dims::<3>()[0];
+        let [stacked_node, partial_node, q_node] = ops.parents;
+        // The pushes add to the query's gradient, so its node must run its backward after
+        // theirs; autodiff runs the deepest nodes first, and a query of depth <= 1 (a
+        // parameter, or the product of two) lies above the embedding's push.
+        let q_at = q_node.as_ref().map(|node| (node.id, node.order));
+        let deferred = x
+            .filter(|_| q_at.is_none_or(|(_, depth)| depth <= 1))
+            .and_then(|x| {
+                let inputs = [&grad, &stacked, &partial, &q, &saved].map(|t| t.clone());
+                let [g, v, p, qs, s] = inputs;
+                B::depth_mix_backward_at_push(g, v, p, qs, s.clone(), x, key_norm).map(|r| (r, s))
+            });
+        if let Some(((gx, dp, dq), saved)) = deferred {
+            // The stacked sources' gradients, and the rest of the query's, come at their
+            // pushes (`kernels::at_push`); the query's at the first source's.
+            acc.record::<B>(StepRecord {
+                g: grad,
+                q,
+                saved,
+                gx,
+                completed: k,
+                key_norm,
+                q_node: q_at,
+                dq: Arc::new(Mutex::new(dq)),
+            });
+            if let Some(node) = partial_node {
+                grads.register::<B>(node.id, dp);
+            }
+            return;
+        }
         let (into, written) = acc.take::<B>(&stacked);
         let (dv, dp, dq) =
             B::depth_mix_backward(grad, stacked, partial, q, saved, key_norm, into, written);
-        let [stacked_node, partial_node, q_node] = ops.parents;
         // A stack's sources get their sums at their pushes (`kernels::stack`).
         let dv = if acc.is_some() {
             acc.put::<B>(dv, k);
@@ -349,7 +385,10 @@ pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     );
     let kept = Autodiff::<B, C>::from_inner(saved.clone());
     let x = match DepthMix.prepare::<C>(parents).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => prep.finish(([stacked, partial, q, saved], key_norm, acc), x),
+        OpsKind::Tracked(prep) => {
+            let out = acc.at_push().then(|| x.clone());
+            prep.finish(([stacked, partial, q, saved], out, key_norm, acc), x)
+        }
         OpsKind::UnTracked(prep) => prep.finish(x),
     };
     (x, kept)

@@ -12,6 +12,7 @@
 use super::omp::for_each_task;
 use super::rows::{ROWS_PER_TASK, rms_norm_in_place};
 
+mod at_push;
 mod backward;
 mod exp;
 mod lanes;
@@ -20,6 +21,7 @@ mod tiled;
 use lanes::{Avx2, Avx512};
 use lanes::{Form, Lanes, Portable, WIDTH};
 
+pub use at_push::{StepRows, mix_backward_at_push, source_gradient};
 pub use backward::{SourceGrads, mix_backward};
 
 /// The sources of one mixing step, token-major: the completed sources stacked `[K, N, d]`,

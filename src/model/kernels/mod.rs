@@ -13,6 +13,7 @@
 //! differences.
 
 pub mod adamw;
+mod at_push;
 pub mod attention;
 mod backends;
 mod composed;
@@ -121,6 +122,33 @@ pub trait KernelOps: Backend {
         into: FloatTensor<Self>,
         written: usize,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// [`Self::depth_mix_backward`] for a stack whose sources get their gradients at their
+    /// pushes (`stack::GradMode::AtPush`), reading none of the stacked sources: given the
+    /// step's output `x`, each token's `g . x` `[N]` (which the pushes need), the partial
+    /// sum's gradient and its share of the query's; or `None` where this backend does not
+    /// (the stack's buffer then takes the step).
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)] // three tensors, or none
+    fn depth_mix_backward_at_push(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> Option<(FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>)>;
+
+    /// The gradient `[N, d]` of stacked source `k`, whose rows are `v` `[N, d]`, from the
+    /// mixing steps that read it, in the order their backward ran; each step's share of its
+    /// query's gradient is added to the one its record holds. The steps come as this
+    /// backend's `at_push::StepRecord`s (boxed: a backend extension's arguments cannot be a
+    /// list of structs of tensors).
+    fn stack_source_grad(
+        v: FloatTensor<Self>,
+        k: usize,
+        steps: Vec<Box<dyn std::any::Any + Send>>,
+    ) -> FloatTensor<Self>;
 
     /// [`Self::depth_mix`]'s `x` normalised by the PreNorm of the layer that reads it,
     /// `x g / rms(x)` with `gain` `g` `[d]` -> `[N, d]`. libtorch on the CPU in f32 does it

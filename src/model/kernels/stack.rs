@@ -16,20 +16,27 @@
 //! The sums are the same floats in the same order (each mixing step's backward runs after every
 //! later one, and a push's after every mixing step that reads its source), with one write of
 //! the buffer per step where registering took a fresh tensor and libtorch's add of two.
-
-use std::any::Any;
-use std::sync::{Arc, Mutex};
+//!
+//! Or ([`GradMode::AtPush`], Full AttnRes) a step's backward reads none of the stacked
+//! sources and keeps its `g` instead, and each push reads its source once and forms its
+//! gradient from what every step that read it kept (`kernels::at_push`): the same function
+//! within float rounding, with each (step, source) pair costing one read of the step's `g`
+//! row where the buffer costs a read of the source's row and a read and a write of its
+//! gradient row, for one `g` row kept per step where the buffer keeps one per source.
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::{Backend, Dispatch, TensorMetadata, tensor::FloatTensor};
-use burn::tensor::{FloatDType, Shape, Slice, Tensor};
+use burn::tensor::{FloatDType, Shape, Tensor};
 
 use super::KernelOps;
-use super::composed::{accumulate_slots, first_dim};
+use super::composed::first_dim;
 use super::mix::{depth_mix_into, depth_mix_normed_into};
+
+mod grad;
+pub use grad::StackGrad;
 
 /// The completed sources of a forward pass so far, `[K, N, d]`.
 pub struct SourceStack {
@@ -38,12 +45,24 @@ pub struct SourceStack {
     grad: StackGrad,
 }
 
+/// Where the backward passes of a stack's mixing steps put its sources' gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradMode {
+    /// Added into one buffer slot per source by every step that reads it.
+    Buffer,
+    /// Formed once per source at its push, from what every step that read it kept (where the
+    /// backend does: libtorch in f32 on the CPU; the buffer elsewhere). It keeps one `g`
+    /// `[N, d]` per mixing step until the backward ends, where the buffer keeps one slot per
+    /// source: the same memory where each step has a source of its own (Full AttnRes).
+    AtPush,
+}
+
 impl SourceStack {
     /// A stack of one source, `first` `[N, d]`, with room for `capacity` in all.
-    pub fn new(first: Tensor<2>, capacity: usize) -> Self {
+    pub fn new(first: Tensor<2>, capacity: usize, mode: GradMode) -> Self {
         let [n, d] = first.dims();
         let empty = Tensor::empty([0, n, d], &first.device());
-        let grad = StackGrad::new(capacity);
+        let grad = StackGrad::new(capacity, mode);
         let stacked = push(empty, first, capacity, &grad);
         Self {
             stacked,
@@ -96,119 +115,6 @@ fn push(stacked: Tensor<3>, v: Tensor<2>, capacity: usize, grad: &StackGrad) -> 
         capacity,
         grad.clone(),
     ))
-}
-
-/// Where the backward passes of one [`SourceStack`]'s mixing steps add up the gradients of its
-/// sources, `[C, N, d]` (`C` at least the stack's length), in place; or, for a mixing step on
-/// a stack made some other way ([`StackGrad::none`]), nowhere: it registers its own.
-#[derive(Clone, Default)]
-pub struct StackGrad(Option<Arc<Mutex<Accumulated>>>);
-
-/// The buffer (of the autodiff backend's inner backend, whose type the stack does not know)
-/// and how many of its leading slots hold a gradient: always a prefix, since every mixing step
-/// reads the first `K` sources.
-struct Accumulated {
-    buffer: Option<Box<dyn Any + Send>>,
-    written: usize,
-    capacity: usize,
-}
-
-impl std::fmt::Debug for StackGrad {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "StackGrad"
-        } else {
-            "StackGrad(none)"
-        })
-    }
-}
-
-impl StackGrad {
-    /// A stack's, for `capacity` sources.
-    pub fn new(capacity: usize) -> Self {
-        Self(Some(Arc::new(Mutex::new(Accumulated {
-            buffer: None,
-            written: 0,
-            capacity,
-        }))))
-    }
-
-    /// For mixing steps whose sources are not a [`SourceStack`]'s.
-    pub fn none() -> Self {
-        Self(None)
-    }
-
-    pub(super) fn is_some(&self) -> bool {
-        self.0.is_some()
-    }
-
-    fn lock(&self) -> Option<std::sync::MutexGuard<'_, Accumulated>> {
-        // A poisoned lock means a backward pass panicked; the buffer is then unused anyway.
-        self.0
-            .as_ref()
-            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// The buffer to add a mixing step's gradients for `like`'s `K` sources into, with room
-    /// for at least `K` (allocated on first use), and the number of slots already written.
-    /// Without a stack: an empty `[0, N, d]`, which asks for a fresh gradient.
-    pub(super) fn take<B: Backend>(&self, like: &FloatTensor<B>) -> (FloatTensor<B>, usize) {
-        let [k, n, d] = like.shape().dims::<3>();
-        let empty = |shape: [usize; 3]| {
-            B::float_empty(Shape::new(shape), &like.device(), like.dtype().into())
-        };
-        // `[slots, N, d]`, a view of a buffer with a spare row after each slot.
-        let fresh = |slots: usize| {
-            let rows = [
-                Slice::from(..),
-                Slice::new(0, Some(n as isize), 1),
-                Slice::from(..),
-            ];
-            B::float_slice(empty(padded_slots(slots, n, d)), &rows)
-        };
-        let Some(mut acc) = self.lock() else {
-            return (empty([0, n, d]), 0);
-        };
-        let written = acc.written;
-        let kept = acc
-            .buffer
-            .take()
-            .and_then(|b| b.downcast::<FloatTensor<B>>().ok());
-        let buffer = match kept {
-            Some(b) if b.shape().dims::<3>()[0] >= k => *b,
-            // Room for fewer (a stack longer than its capacity): move into a larger one.
-            Some(b) => accumulate_slots::<B>(fresh(k), 0, first_dim::<B>(*b, 0, written)),
-            None => fresh(acc.capacity.max(k)),
-        };
-        (buffer, written)
-    }
-
-    /// Puts the buffer back after a mixing step wrote its first `k` slots.
-    pub(super) fn put<B: Backend>(&self, buffer: FloatTensor<B>, k: usize) {
-        if let Some(mut acc) = self.lock() {
-            acc.written = acc.written.max(k);
-            acc.buffer = Some(Box::new(buffer));
-        }
-    }
-
-    /// Source `k`'s gradient `[N, d]`: its slot of the buffer (a view), or zeros where no
-    /// mixing step read it.
-    fn slot<B: Backend>(
-        &self,
-        k: usize,
-        [n, d]: [usize; 2],
-        (device, dtype): &(B::Device, FloatDType),
-    ) -> FloatTensor<B> {
-        let shape = Shape::new([n, d]);
-        let buffer = self.lock().and_then(|acc| {
-            let b = acc.buffer.as_ref()?.downcast_ref::<FloatTensor<B>>()?;
-            (k < acc.written).then(|| b.clone())
-        });
-        match buffer {
-            Some(b) => B::float_reshape(first_dim::<B>(b, k, k + 1), shape),
-            None => B::float_zeros(shape, device, *dtype),
-        }
-    }
 }
 
 /// The shape of a buffer for `slots` sources of `[N, d]` with room for one more row after
@@ -268,18 +174,26 @@ pub(super) mod tch_kernel {
 #[derive(Debug)]
 struct StackPush;
 
-impl<B: Backend> Backward<B, 2> for StackPush {
-    /// The stack's length `K` before the push, the source's shape and device, and where
-    /// the stack's mixing steps left their gradients.
-    type State = (usize, [usize; 2], (B::Device, FloatDType), StackGrad);
+impl<B: Backend + KernelOps> Backward<B, 2> for StackPush {
+    /// The stack's length `K` before the push, the stack after it, the source's device and
+    /// float type, and where the stack's mixing steps left their gradients.
+    type State = (usize, FloatTensor<B>, (B::Device, FloatDType), StackGrad);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let (k, [n, d], like, acc) = ops.state;
+        let (k, stack, like, acc) = ops.state;
         if acc.is_some() {
             // Nothing was registered for the stack: its mixing steps wrote into `acc`, and
             // the earlier sources' slots go to them at their own pushes.
             if let Some(node) = &ops.parents[1] {
-                grads.register::<B>(node.id, acc.slot::<B>(k, [n, d], &like));
+                let (dv, queries) = acc.slot::<B>(k, &stack, &like);
+                grads.register::<B>(node.id, dv);
+                for ((id, depth), dq) in queries {
+                    // A query's node must run its backward after every push's (autodiff
+                    // runs the deepest first): `DepthMix` defers only queries of depth <= 1,
+                    // and the embedding's push lies deeper.
+                    debug_assert!(depth < ops.node.order, "a query's gradient came too late");
+                    grads.register::<B>(id, dq);
+                }
             }
             return;
         }
@@ -307,11 +221,15 @@ pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     let parents = [stacked.node(), v.node()];
     let (stacked, v) = (stacked.into_primitive(), v.into_primitive());
     let k = stacked.shape().dims::<3>()[0];
-    let [n, d] = v.shape().dims::<2>();
     let like = (v.device(), v.dtype().into());
     let out = B::stack_push(stacked, v, capacity, StackGrad::none());
     match StackPush.prepare::<C>(parents).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => prep.finish((k, [n, d], like, acc), out),
+        OpsKind::Tracked(prep) => {
+            if k == 0 {
+                acc.first_tracked();
+            }
+            prep.finish((k, out.clone(), like, acc), out)
+        }
         OpsKind::UnTracked(prep) => prep.finish(out),
     }
 }

@@ -19,7 +19,7 @@ use burn::tensor::Tensor;
 use super::Sublayers;
 use super::attnres::AttnRes;
 use super::two_phase::effective_query;
-use crate::model::kernels::stack::SourceStack;
+use crate::model::kernels::stack::{GradMode, SourceStack};
 
 impl AttnRes {
     /// Whether [`Self::forward_stacked`] applies: the two-phase path's scorers with one
@@ -49,7 +49,15 @@ impl AttnRes {
         };
         // The embedding and every block's output.
         let completed = 1 + self.block_starts.len();
-        let mut sources = SourceStack::new(e.reshape([b * t, d]), completed); // [K = 1, BT, d]
+        // Full AttnRes, with a source per mixing step, forms each source's gradient at its
+        // push for the memory the buffer would take; Block keeps the buffer, whose memory
+        // grows with the blocks, not the layers.
+        let mode = if n_layers < completed {
+            GradMode::AtPush
+        } else {
+            GradMode::Buffer
+        };
+        let mut sources = SourceStack::new(e.reshape([b * t, d]), completed, mode); // [K = 1, BT, d]
         for (k, &start) in self.block_starts.iter().enumerate() {
             let end = self.block_starts.get(k + 1).copied().unwrap_or(n_layers);
             let mut partial: Option<Tensor<2>> = None;

@@ -2,11 +2,15 @@
 //! backward pass (or the separate operations, where a backward must read what a fused
 //! forward would not write).
 
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 
 use super::super::adamw::AdamWStep;
+use super::super::at_push::{StepRecord, unbox};
 use super::super::stack::StackGrad;
 use super::super::{KernelOps, attention, merge, mix, norm, rotary, stack, swiglu};
 
@@ -113,6 +117,57 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
             Self::from_inner(dp),
             Self::from_inner(dq),
         )
+    }
+
+    /// Not differentiable itself, as above.
+    fn depth_mix_backward_at_push(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> Option<(FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>)> {
+        let inner = [grad, stacked, partial, q, saved, x].map(|t| t.into_primitive());
+        let [grad, stacked, partial, q, saved, x] = inner;
+        let (gx, dp, dq) =
+            B::depth_mix_backward_at_push(grad, stacked, partial, q, saved, x, key_norm)?;
+        Some((
+            Self::from_inner(gx),
+            Self::from_inner(dp),
+            Self::from_inner(dq),
+        ))
+    }
+
+    /// Not differentiable itself, as above; the records' tensors are taken as constants.
+    fn stack_source_grad(
+        v: FloatTensor<Self>,
+        k: usize,
+        steps: Vec<Box<dyn Any + Send>>,
+    ) -> FloatTensor<Self> {
+        let outer = unbox::<Self>(steps);
+        let inner: Vec<StepRecord<B>> = outer
+            .iter()
+            .map(|s| StepRecord::<B> {
+                g: s.g.clone().into_primitive(),
+                q: s.q.clone().into_primitive(),
+                saved: s.saved.clone().into_primitive(),
+                gx: s.gx.clone().into_primitive(),
+                completed: s.completed,
+                key_norm: s.key_norm,
+                q_node: s.q_node,
+                dq: Arc::new(Mutex::new(s.dq().into_primitive())),
+            })
+            .collect();
+        let boxed = inner
+            .iter()
+            .map(|s| Box::new(s.clone()) as Box<dyn Any + Send>);
+        let dv = B::stack_source_grad(v.into_primitive(), k, boxed.collect());
+        for (outer, inner) in outer.iter().zip(&inner) {
+            *outer.dq.lock().unwrap_or_else(|e| e.into_inner()) = Self::from_inner(inner.dq());
+        }
+        Self::from_inner(dv)
     }
 
     fn stack_push(

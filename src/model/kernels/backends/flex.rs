@@ -1,10 +1,12 @@
 //! [`KernelOps`] on burn-flex: the composed primitives.
 
+use std::any::Any;
+
 use burn::backend::tensor::FloatTensor;
 
 use super::super::adamw::AdamWStep;
 use super::super::stack::StackGrad;
-use super::super::{KernelOps, composed, mix, norm};
+use super::super::{KernelOps, at_push, composed, mix, norm};
 
 #[cfg(feature = "flex")]
 impl KernelOps for burn::backend::Flex {
@@ -93,6 +95,27 @@ impl KernelOps for burn::backend::Flex {
             dp,
             dq,
         )
+    }
+
+    /// Declined: flex's stacks keep their gradient buffer.
+    fn depth_mix_backward_at_push(
+        _grad: FloatTensor<Self>,
+        _stacked: FloatTensor<Self>,
+        _partial: FloatTensor<Self>,
+        _q: FloatTensor<Self>,
+        _saved: FloatTensor<Self>,
+        _x: FloatTensor<Self>,
+        _key_norm: bool,
+    ) -> Option<(FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>)> {
+        None
+    }
+
+    fn stack_source_grad(
+        v: FloatTensor<Self>,
+        k: usize,
+        steps: Vec<Box<dyn Any + Send>>,
+    ) -> FloatTensor<Self> {
+        composed::source_grad::<Self>(v, k, at_push::unbox::<Self>(steps))
     }
 
     fn stack_push(

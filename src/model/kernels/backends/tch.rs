@@ -1,11 +1,13 @@
 //! [`KernelOps`] on libtorch: libtorch's own kernels and ours (`rows`, `mix_rows`) on the
 //! CPU in f32, `mix_tch` and the composed forms elsewhere.
 
+use std::any::Any;
+
 use burn::backend::tensor::FloatTensor;
 
 use super::super::adamw::AdamWStep;
 use super::super::stack::StackGrad;
-use super::super::{KernelOps, attention, merge, mix, norm, rotary, stack, swiglu};
+use super::super::{KernelOps, at_push, attention, merge, mix, norm, rotary, stack, swiglu};
 
 #[cfg(feature = "tch")]
 impl KernelOps for burn::backend::LibTorch {
@@ -87,6 +89,26 @@ impl KernelOps for burn::backend::LibTorch {
         written: usize,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         mix::tch_kernel::backward(grad, stacked, partial, q, saved, key_norm, into, written)
+    }
+
+    fn depth_mix_backward_at_push(
+        grad: FloatTensor<Self>,
+        stacked: FloatTensor<Self>,
+        partial: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        key_norm: bool,
+    ) -> Option<(FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>)> {
+        at_push::tch_kernel::backward_at_push(grad, stacked, partial, q, saved, x, key_norm)
+    }
+
+    fn stack_source_grad(
+        v: FloatTensor<Self>,
+        k: usize,
+        steps: Vec<Box<dyn Any + Send>>,
+    ) -> FloatTensor<Self> {
+        at_push::tch_kernel::source_grad(v, k, steps)
     }
 
     fn stack_push(

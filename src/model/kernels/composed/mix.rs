@@ -6,6 +6,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::{Shape, Slice};
 
+use super::super::at_push::StepRecord;
 use super::inv_rms;
 
 /// What one mixing step's forward and backward share: the sources `[K', N, d]` (the partial
@@ -113,6 +114,51 @@ pub fn depth_mix_backward<B: Backend>(
         )
     };
     (dstacked, dpartial, B::float_reshape(dq, Shape::new([d])))
+}
+
+/// `KernelOps::stack_source_grad` in tensor operations, by the formulas of
+/// `mix_rows::source_gradient`: source `k`'s gradient `[N, d]` (`v`: its rows) summed over
+/// `steps` in their order; each step's share of its query's gradient is added to the step's.
+pub fn source_grad<B: Backend>(
+    v: FloatTensor<B>,
+    k: usize,
+    steps: Vec<StepRecord<B>>,
+) -> FloatTensor<B> {
+    let [n, d] = v.shape().dims::<2>();
+    let (device, dtype) = (v.device(), v.dtype());
+    let mut sum: Option<FloatTensor<B>> = None;
+    for s in steps {
+        let column = |j: usize| {
+            let at = |i: usize| Slice::new(i as isize, Some(i as isize + 1), 1);
+            let c = B::float_slice(s.saved.clone(), &[Slice::from(..), at(k), at(j)]); // [N, 1, 1]
+            B::float_reshape(c, Shape::new([n, 1]))
+        };
+        let (a, dot, u) = (column(0), column(1), column(2));
+        let gv = B::float_sum_dim(B::float_mul(s.g.clone(), v.clone()), 1); // [N, 1]
+        let gx = B::float_reshape(s.gx.clone(), Shape::new([n, 1]));
+        let dz = B::float_mul(a.clone(), B::float_sub(gv, gx));
+        let along_q = B::float_mul(dz.clone(), u.clone());
+        let q = B::float_reshape(s.q.clone(), Shape::new([1, d]));
+        let mut term = B::float_add(
+            B::float_mul(a, s.g.clone()),
+            B::float_mul(along_q.clone(), q),
+        );
+        if s.key_norm {
+            let u3 = B::float_mul(B::float_mul(u.clone(), u.clone()), u);
+            let along_v = B::float_mul_scalar(
+                B::float_mul(B::float_mul(dz, dot), u3),
+                (1.0 / d as f64).into(),
+            );
+            term = B::float_sub(term, B::float_mul(along_v, v.clone()));
+        }
+        let dq = B::float_sum_dim(B::float_mul(along_q, v.clone()), 0); // [1, d]
+        s.add_dq(B::float_reshape(dq, Shape::new([d])));
+        sum = Some(match sum {
+            Some(s) => B::float_add(s, term),
+            None => term,
+        });
+    }
+    sum.unwrap_or_else(|| B::float_zeros(Shape::new([n, d]), &device, dtype.into()))
 }
 
 /// `[K, N, d]` and `[N, d]` -> `[K + 1, N, d]`, copied.

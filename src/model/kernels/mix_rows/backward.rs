@@ -160,17 +160,7 @@ unsafe fn backward_rows<S: Lanes>(
         }
         let gx: f32 = w.a.iter().zip(&gv).map(|(a, gv)| a * gv).sum();
         for (k, term) in terms.iter_mut().enumerate() {
-            let (a, u) = (w.a[k], w.u[k]);
-            let dz = a * (gv[k] - gx);
-            *term = Term {
-                a,
-                along_q: dz * u,
-                along_v: if key_norm {
-                    dz * w.s[k] * u * u * u / d as f32
-                } else {
-                    0.0
-                },
-            };
+            *term = Term::of([w.a[k], w.s[k], w.u[k]], gv[k] - gx, key_norm, d);
         }
         let rows = Rows { g, q, v: &v };
         // SAFETY: `S`'s features as the caller promised.
@@ -183,10 +173,28 @@ unsafe fn backward_rows<S: Lanes>(
 /// One source's coefficients in its gradient row `dv = a g + along_q q - along_v v` and in
 /// `dq += along_q v`.
 #[derive(Clone, Copy, Default)]
-struct Term {
-    a: f32,
-    along_q: f32,
-    along_v: f32,
+pub(super) struct Term {
+    pub(super) a: f32,
+    pub(super) along_q: f32,
+    pub(super) along_v: f32,
+}
+
+impl Term {
+    /// From one (token, source)'s saved `[a, s, u]` and `g . v - g . x`: `dz = a (g . v -
+    /// g . x)`, `along_q = dz u`, `along_v = dz s u^3 / d` (0 without the key norm).
+    #[inline(always)]
+    pub(super) fn of([a, s, u]: [f32; 3], gv_less_gx: f32, key_norm: bool, d: usize) -> Term {
+        let dz = a * gv_less_gx;
+        Term {
+            a,
+            along_q: dz * u,
+            along_v: if key_norm {
+                dz * s * u * u * u / d as f32
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// The rows a token's gradient rows are made of: `g`, `q` and its source rows `v`.
@@ -231,9 +239,7 @@ unsafe fn gradient_rows<S: Lanes>(
             for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
                 let v = S::load(v.as_ptr().add(c));
                 let out = dv.as_mut_ptr().add(at + c);
-                let along_q = S::splat(t.along_q);
-                let x = S::mul_add(along_q, q, S::mul(S::splat(t.a), g));
-                let term = S::neg_mul_add(S::splat(t.along_v), v, x);
+                let term = term_lanes::<S>(t, g, q, v);
                 S::store(
                     out,
                     if k < written {
@@ -242,7 +248,7 @@ unsafe fn gradient_rows<S: Lanes>(
                         term
                     },
                 );
-                acc = S::mul_add(along_q, v, acc);
+                acc = S::mul_add(S::splat(t.along_q), v, acc);
             }
             S::store(dq.as_mut_ptr().add(c), acc);
         }
@@ -251,11 +257,30 @@ unsafe fn gradient_rows<S: Lanes>(
         let (g, q) = (rows.g[c], rows.q[c]);
         for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
             let out = &mut dv[at + c];
-            let term = (-t.along_v).mul_add(v[c], t.along_q.mul_add(q, t.a * g));
+            let term = term_entry(t, g, q, v[c]);
             *out = if k < written { *out + term } else { term };
             dq[c] = t.along_q.mul_add(v[c], dq[c]);
         }
     }
+}
+
+/// `(a g + along_q q) - along_v v` of [`WIDTH`] entries, in multiply-adds.
+///
+/// # Safety
+/// The CPU has `S`'s features.
+#[inline(always)]
+pub(super) unsafe fn term_lanes<S: Lanes>(t: &Term, g: S::V, q: S::V, v: S::V) -> S::V {
+    // SAFETY: as the caller promised.
+    unsafe {
+        let x = S::mul_add(S::splat(t.along_q), q, S::mul(S::splat(t.a), g));
+        S::neg_mul_add(S::splat(t.along_v), v, x)
+    }
+}
+
+/// One entry of [`term_lanes`].
+#[inline(always)]
+pub(super) fn term_entry(t: &Term, g: f32, q: f32, v: f32) -> f32 {
+    (-t.along_v).mul_add(v, t.along_q.mul_add(q, t.a * g))
 }
 
 #[cfg(test)]

@@ -1,0 +1,197 @@
+//! Where the backward passes of a [`SourceStack`](super::SourceStack)'s mixing steps put its
+//! sources' gradients ([`StackGrad`]): one buffer slot per source that every step adds to,
+//! or ([`GradMode::AtPush`]) the steps' records, from which each push forms its source's
+//! gradient (`kernels::at_push`).
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+use burn::backend::autodiff::NodeId;
+use burn::backend::{Backend, TensorMetadata, tensor::FloatTensor};
+use burn::tensor::{FloatDType, Shape, Slice};
+
+use super::super::KernelOps;
+use super::super::at_push::StepRecord;
+use super::super::composed::{accumulate_slots, first_dim};
+use super::{GradMode, padded_slots};
+
+/// Where the backward passes of one [`SourceStack`]'s mixing steps add up the gradients of its
+/// sources, `[C, N, d]` (`C` at least the stack's length), in place; or, for a mixing step on
+/// a stack made some other way ([`StackGrad::none`]), nowhere: it registers its own.
+#[derive(Clone, Default)]
+pub struct StackGrad(Option<Arc<Mutex<Accumulated>>>);
+
+/// The buffer (of the autodiff backend's inner backend, whose type the stack does not know)
+/// and how many of its leading slots hold a gradient: always a prefix, since every mixing step
+/// reads the first `K` sources; and, in [`GradMode::AtPush`], the steps' records
+/// ([`StepRecord`] of that backend) in the order their backward ran.
+struct Accumulated {
+    buffer: Option<Box<dyn Any + Send>>,
+    written: usize,
+    capacity: usize,
+    records: Option<Vec<Box<dyn Any + Send>>>,
+    /// Whether the first source's push has a backward: the records' query gradients go to
+    /// their nodes there.
+    first_tracked: bool,
+}
+
+impl std::fmt::Debug for StackGrad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "StackGrad"
+        } else {
+            "StackGrad(none)"
+        })
+    }
+}
+
+impl StackGrad {
+    /// A stack's, for `capacity` sources.
+    pub fn new(capacity: usize, mode: GradMode) -> Self {
+        Self(Some(Arc::new(Mutex::new(Accumulated {
+            buffer: None,
+            written: 0,
+            capacity,
+            records: (mode == GradMode::AtPush).then(Vec::new),
+            first_tracked: false,
+        }))))
+    }
+
+    /// For mixing steps whose sources are not a [`SourceStack`]'s.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    pub(in crate::model::kernels) fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Whether the stack's sources get their gradients at their pushes ([`GradMode::AtPush`]).
+    pub(in crate::model::kernels) fn at_push(&self) -> bool {
+        self.lock()
+            .is_some_and(|acc| acc.records.is_some() && acc.first_tracked)
+    }
+
+    pub(super) fn first_tracked(&self) {
+        if let Some(mut acc) = self.lock() {
+            acc.first_tracked = true;
+        }
+    }
+
+    /// Keeps a mixing step's record for the pushes of the sources it read.
+    pub(in crate::model::kernels) fn record<B: Backend>(&self, step: StepRecord<B>) {
+        if let Some(records) = self.lock().as_mut().and_then(|acc| acc.records.as_mut()) {
+            records.push(Box::new(step));
+        }
+    }
+
+    fn lock(&self) -> Option<std::sync::MutexGuard<'_, Accumulated>> {
+        // A poisoned lock means a backward pass panicked; the buffer is then unused anyway.
+        self.0
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The buffer to add a mixing step's gradients for `like`'s `K` sources into, with room
+    /// for at least `K` (allocated on first use), and the number of slots already written.
+    /// Without a stack: an empty `[0, N, d]`, which asks for a fresh gradient.
+    pub(in crate::model::kernels) fn take<B: Backend>(
+        &self,
+        like: &FloatTensor<B>,
+    ) -> (FloatTensor<B>, usize) {
+        let [k, n, d] = like.shape().dims::<3>();
+        let empty = |shape: [usize; 3]| {
+            B::float_empty(Shape::new(shape), &like.device(), like.dtype().into())
+        };
+        // `[slots, N, d]`, a view of a buffer with a spare row after each slot.
+        let fresh = |slots: usize| {
+            let rows = [
+                Slice::from(..),
+                Slice::new(0, Some(n as isize), 1),
+                Slice::from(..),
+            ];
+            B::float_slice(empty(padded_slots(slots, n, d)), &rows)
+        };
+        let Some(mut acc) = self.lock() else {
+            return (empty([0, n, d]), 0);
+        };
+        let written = acc.written;
+        let kept = acc
+            .buffer
+            .take()
+            .and_then(|b| b.downcast::<FloatTensor<B>>().ok());
+        let buffer = match kept {
+            Some(b) if b.shape().dims::<3>()[0] >= k => *b,
+            // Room for fewer (a stack longer than its capacity): move into a larger one.
+            Some(b) => accumulate_slots::<B>(fresh(k), 0, first_dim::<B>(*b, 0, written)),
+            None => fresh(acc.capacity.max(k)),
+        };
+        (buffer, written)
+    }
+
+    /// Puts the buffer back after a mixing step wrote its first `k` slots.
+    pub(in crate::model::kernels) fn put<B: Backend>(&self, buffer: FloatTensor<B>, k: usize) {
+        if let Some(mut acc) = self.lock() {
+            acc.written = acc.written.max(k);
+            acc.buffer = Some(Box::new(buffer));
+        }
+    }
+
+    /// Source `k`'s gradient `[N, d]` (`stack`: a stack holding it): its slot of the buffer
+    /// (a view), formed from the records of the steps that read it, or zeros where no mixing
+    /// step read it; at the first source's, the records' query gradients, for the queries'
+    /// nodes. (A stack whose steps went some to the records and some to the buffer,
+    /// which a backend declining some steps would make, gets the sum of the two.)
+    #[allow(clippy::type_complexity)] // a tensor and the gradients for other nodes
+    pub(super) fn slot<B: Backend + KernelOps>(
+        &self,
+        k: usize,
+        stack: &FloatTensor<B>,
+        (device, dtype): &(B::Device, FloatDType),
+    ) -> (FloatTensor<B>, Vec<((NodeId, usize), FloatTensor<B>)>) {
+        let [_, n, d] = stack.shape().dims::<3>();
+        let shape = Shape::new([n, d]);
+        let (buffer, steps) = match self.lock() {
+            Some(acc) => {
+                let buffer = acc
+                    .buffer
+                    .as_ref()
+                    .and_then(|b| b.downcast_ref::<FloatTensor<B>>())
+                    .filter(|_| k < acc.written)
+                    .cloned();
+                let steps: Vec<StepRecord<B>> = acc
+                    .records
+                    .iter()
+                    .flatten()
+                    .filter_map(|r| r.downcast_ref::<StepRecord<B>>())
+                    .filter(|r| k < r.completed)
+                    .cloned()
+                    .collect();
+                (buffer, steps)
+            }
+            None => (None, Vec::new()),
+        };
+        let from_buffer =
+            buffer.map(|b| B::float_reshape(first_dim::<B>(b, k, k + 1), shape.clone()));
+        let mut queries = Vec::new();
+        let from_records = (!steps.is_empty()).then(|| {
+            let v = B::float_reshape(first_dim::<B>(stack.clone(), k, k + 1), shape.clone());
+            let boxed = steps
+                .iter()
+                .map(|s| Box::new(s.clone()) as Box<dyn Any + Send>);
+            let dv = B::stack_source_grad(v, k, boxed.collect());
+            // Every step reads the first source: after its push, the queries' gradients
+            // are whole.
+            if k == 0 {
+                queries.extend(steps.iter().filter_map(|s| Some((s.q_node?, s.dq()))));
+            }
+            dv
+        });
+        let dv = match (from_buffer, from_records) {
+            (Some(b), Some(r)) => B::float_add(b, r),
+            (Some(g), None) | (None, Some(g)) => g,
+            (None, None) => B::float_zeros(shape, device, *dtype),
+        };
+        (dv, queries)
+    }
+}
