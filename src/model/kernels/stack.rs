@@ -226,7 +226,7 @@ pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     match StackPush.prepare::<C>(parents).compute_bound().stateful() {
         OpsKind::Tracked(prep) => {
             if k == 0 {
-                acc.first_tracked();
+                acc.mark_first_tracked();
             }
             prep.finish((k, out.clone(), like, acc), out)
         }

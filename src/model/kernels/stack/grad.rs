@@ -72,7 +72,8 @@ impl StackGrad {
             .is_some_and(|acc| acc.records.is_some() && acc.first_tracked)
     }
 
-    pub(super) fn first_tracked(&self) {
+    /// Notes that the first source's push has a backward ([`Self::at_push`] needs it).
+    pub(super) fn mark_first_tracked(&self) {
         if let Some(mut acc) = self.lock() {
             acc.first_tracked = true;
         }
