@@ -14,7 +14,7 @@ use burn::backend::{Backend, tensor::FloatTensor};
 /// What one mixing step's backward keeps for the pushes of the stacked sources it read: its
 /// `g` `[N, d]`, query `[d]`, the softmax weights its forward saved `[N, K', 3]`, its
 /// `g . x` `[N]`, how many stacked sources it read (`K`), whether the key norm applies,
-/// and the node of its query with that node's depth and the query's gradient `[d]` so far,
+/// and the node of its query and the query's gradient `[d]` so far,
 /// to which each push adds its share (the clones of a record share it).
 #[derive(Clone)]
 pub(super) struct StepRecord<B: Backend> {
@@ -24,7 +24,7 @@ pub(super) struct StepRecord<B: Backend> {
     pub gx: FloatTensor<B>,
     pub completed: usize,
     pub key_norm: bool,
-    pub q_node: Option<(NodeId, usize)>,
+    pub q_node: Option<NodeId>,
     pub dq: Arc<Mutex<FloatTensor<B>>>,
 }
 

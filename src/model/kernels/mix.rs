@@ -315,15 +315,13 @@ impl<B: Backend + KernelOps> Backward<B, 3> for DepthMix {
         // The pushes add to the query's gradient, so its node must run its backward after
         // theirs; autodiff runs the deepest nodes first, and a query of depth <= 1 (a
         // parameter, or the product of two) lies above the embedding's push.
-        let q_at = q_node.as_ref().map(|node| (node.id, node.order));
         let deferred = x
-            .filter(|_| q_at.is_none_or(|(_, depth)| depth <= 1))
+            .filter(|_| q_node.as_ref().is_none_or(|node| node.order <= 1))
             .and_then(|x| {
-                let inputs = [&grad, &stacked, &partial, &q, &saved].map(|t| t.clone());
-                let [g, v, p, qs, s] = inputs;
-                B::depth_mix_backward_at_push(g, v, p, qs, s.clone(), x, key_norm).map(|r| (r, s))
+                let [g, v, p, qs, s] = [&grad, &stacked, &partial, &q, &saved].map(|t| t.clone());
+                B::depth_mix_backward_at_push(g, v, p, qs, s, x, key_norm)
             });
-        if let Some(((gx, dp, dq), saved)) = deferred {
+        if let Some((gx, dp, dq)) = deferred {
             // The stacked sources' gradients, and the rest of the query's, come at their
             // pushes (`kernels::at_push`); the query's at the first source's.
             acc.record::<B>(StepRecord {
@@ -333,7 +331,7 @@ impl<B: Backend + KernelOps> Backward<B, 3> for DepthMix {
                 gx,
                 completed: k,
                 key_norm,
-                q_node: q_at,
+                q_node: q_node.map(|node| node.id),
                 dq: Arc::new(Mutex::new(dq)),
             });
             if let Some(node) = partial_node {

@@ -143,13 +143,12 @@ impl StackGrad {
     /// step read it; at the first source's, the records' query gradients, for the queries'
     /// nodes. (A stack whose steps went some to the records and some to the buffer,
     /// which a backend declining some steps would make, gets the sum of the two.)
-    #[allow(clippy::type_complexity)] // a tensor and the gradients for other nodes
     pub(super) fn slot<B: Backend + KernelOps>(
         &self,
         k: usize,
         stack: &FloatTensor<B>,
         (device, dtype): &(B::Device, FloatDType),
-    ) -> (FloatTensor<B>, Vec<((NodeId, usize), FloatTensor<B>)>) {
+    ) -> (FloatTensor<B>, Vec<(NodeId, FloatTensor<B>)>) {
         let [_, n, d] = stack.shape().dims::<3>();
         let shape = Shape::new([n, d]);
         let (buffer, steps) = match self.lock() {
