@@ -318,9 +318,31 @@ fn heartbeat(path: &Path, me: Holder, timing: LeaseTiming, lost: &AtomicBool, do
             continue;
         }
         me.heartbeat = rfc3339(SystemTime::now());
-        if write_holder(path, &me).is_ok() {
-            refreshed = std::time::Instant::now();
-        } else if refreshed.elapsed() > timing.stale_after / 2 {
+        // The slow half (writing and syncing the new holder) first, then one more look that
+        // the lease is still ours right before the rename: a taker that wrote in between
+        // would otherwise be overwritten, and neither side would know.
+        let staged = stage_holder(path, &me);
+        let still_ours = match read_holder(path) {
+            Ok(h) => Some(h.token == me.token),
+            Err(_) if !path.exists() => Some(false),
+            Err(_) => None,
+        };
+        match (staged, still_ours) {
+            (Ok(tmp), Some(true)) if fs::rename(&tmp, path).is_ok() => {
+                refreshed = std::time::Instant::now();
+                continue;
+            }
+            (Ok(tmp), Some(false)) => {
+                let _ = fs::remove_file(&tmp);
+                break;
+            }
+            (Ok(tmp), _) => {
+                let _ = fs::remove_file(&tmp);
+            }
+            (Err(_), Some(false)) => break,
+            (Err(_), _) => {}
+        }
+        if refreshed.elapsed() > timing.stale_after / 2 {
             // Unable to refresh: others will soon count us dead and take over; stop first.
             break;
         }
@@ -333,13 +355,19 @@ fn heartbeat(path: &Path, me: Holder, timing: LeaseTiming, lost: &AtomicBool, do
 /// Writes `holder` to `path` through a temporary file of its own token (two holders, one
 /// stalled, must not share a temporary name) and a rename.
 fn write_holder(path: &Path, holder: &Holder) -> Result<(), StoreError> {
+    let tmp = stage_holder(path, holder)?;
+    fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
+}
+
+/// [`write_holder`] up to the rename: the temporary file, written and synced.
+fn stage_holder(path: &Path, holder: &Holder) -> Result<PathBuf, StoreError> {
     let text = serde_json::to_string_pretty(holder).map_err(|e| StoreError::corrupt(path, e))?;
     let tmp = path.with_file_name(format!("lease.{}.beat", holder.token));
     let mut file = fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
     file.write_all(format!("{text}\n").as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|e| StoreError::io(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
+    Ok(tmp)
 }
 
 fn read_holder(path: &Path) -> Result<Holder, StoreError> {
