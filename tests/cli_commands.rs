@@ -218,6 +218,26 @@ fn bench_against_another_binary_pairs_every_case() {
         assert_eq!(r["steps"], 2);
         let ratio = r["vs_baseline_median"].as_f64().unwrap();
         assert!(ratio.is_finite() && ratio > 0.0, "row {i}: {r}");
+        // Each round's ratio is this row's step over its pair's in the same round: this
+        // binary's same case for an `--against` row, else the baseline.
+        let paired = if i % 2 == 1 { &rows[i - 1] } else { &rows[0] };
+        let floats = |v: &serde_json::Value| -> Vec<f64> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        };
+        let (mine, theirs) = (floats(&r["step_s"]), floats(&paired["step_s"]));
+        let rounds = floats(&r["vs_baseline_rounds"]);
+        assert_eq!((mine.len(), rounds.len()), (2, 2), "row {i}: {r}");
+        for k in 0..2 {
+            let want = mine[k] / theirs[k];
+            assert!(
+                (rounds[k] - want).abs() <= 1e-12 * want,
+                "row {i}, round {k}: {r}"
+            );
+        }
     }
     let err = refused(&[
         "bench",

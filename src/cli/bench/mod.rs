@@ -68,7 +68,7 @@ pub struct BenchArgs {
     /// here, round by round. It must serve bench's children as this build does.
     #[arg(long, value_name = "BINARY")]
     pub against: Option<PathBuf>,
-    /// Print the results as JSON instead of a table.
+    /// Print the results as JSON instead of a table, with every round's step and ratio.
     #[arg(long)]
     pub json: bool,
     /// Internal: serve one case (JSON) to a parent bench.
@@ -320,7 +320,8 @@ fn row(m: &Measured, peak: f64) -> Row {
         v
     };
     let t = sorted(times.to_vec());
-    let ratios = sorted(times.iter().zip(baseline).map(|(a, b)| a / b).collect());
+    let rounds: Vec<f64> = times.iter().zip(baseline).map(|(a, b)| a / b).collect();
+    let ratios = sorted(rounds.clone());
     let median = percentile(&t, 0.5);
     let (ci_low, ci_high, ci_coverage) =
         median_interval(&ratios, LEVEL).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
@@ -356,6 +357,8 @@ fn row(m: &Measured, peak: f64) -> Row {
         vs_baseline_ci_high: ci_high,
         vs_baseline_ci_coverage: ci_coverage,
         repeats: ended.repeats,
+        step_s: times.to_vec(),
+        vs_baseline_rounds: rounds,
         peak_bytes: ended.peak_bytes,
         // Inference keeps no optimizer state or activations for a backward pass; the
         // estimate is the training one, shown for training only.

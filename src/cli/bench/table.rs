@@ -48,6 +48,11 @@ pub(super) struct Row {
     /// Steps run back to back per timed sample, whose mean the step times are
     /// (`child::MIN_SAMPLE_S`).
     pub(super) repeats: usize,
+    /// Every timed step (s), in round order, and its ratio to the step it is paired with in
+    /// the same round (the baseline's, or this binary's same case for an `--against` row):
+    /// what the median and interval above are taken over, for analyses of one's own.
+    pub(super) step_s: Vec<f64>,
+    pub(super) vs_baseline_rounds: Vec<f64>,
 }
 
 /// A bench run: the machine and backend, and a row per case.
@@ -135,7 +140,7 @@ pub(super) fn print_table(r: &Report) {
         );
     }
     println!(
-        "\nstep ms: median of {} interleaved samples per case, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles in --json); peak mem: the case's own process (CPU: VmHWM; GPU: what nvidia-smi shows it holding at the end, CUDA context and libtorch's cached blocks included); estimate: what `plan` checks (docs/cost.md)\n",
+        "\nstep ms: median of {} interleaved samples per case, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles and every round in --json); peak mem: the case's own process (CPU: VmHWM; GPU: what nvidia-smi shows it holding at the end, CUDA context and libtorch's cached blocks included); estimate: what `plan` checks (docs/cost.md)\n",
         r.rows.first().map_or(0, |row| row.steps),
         child::MIN_SAMPLE_S * 1e3
     );
