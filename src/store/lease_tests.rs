@@ -1,6 +1,9 @@
 //! Tests of the run lease: one holder per run, takeover only from the dead, a race with one
 //! winner, and a stalled holder that notices its loss.
 
+use rand::Rng;
+
+use super::holder::hostname;
 use super::*;
 
 fn run_dir(name: &str) -> (tempfile::TempDir, RunDir) {
