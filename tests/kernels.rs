@@ -9,6 +9,7 @@ use attnres::model::kernels::attention::{causal_attention, causal_attention_comp
 use attnres::model::kernels::merge::{block_merge, block_merge_composed};
 use attnres::model::kernels::mix::{depth_mix, depth_mix_composed, depth_mix_normed};
 use attnres::model::kernels::norm::{add_rms_norm, rms_norm};
+use attnres::model::kernels::onto::matmul_onto;
 use attnres::model::kernels::rotary::{rotary, rotary_composed};
 use attnres::model::kernels::stack::{GradMode, SourceStack};
 use attnres::model::kernels::swiglu::{swiglu, swiglu_composed};
@@ -446,6 +447,53 @@ fn rms_norm_equals_its_composition_with_gradients() {
         let (fused, composed) = (run(true), run(false));
         assert_matches_composition(&fused, &composed, &["y", "dx", "dg"], &format!("{dev:?}"));
         per_backend.push(fused.to_vec());
+    }
+    assert_backends_agree(&per_backend, 1e-5);
+}
+
+/// `c + x w` in one operation equals the product then the add, value and the gradients of
+/// all three inputs, on every backend, and the backends agree. Without autodiff it writes over
+/// `c` only where nothing else holds `c`: a `c` still held elsewhere keeps its values, and the
+/// sum is the same either way.
+#[test]
+fn matmul_onto_equals_the_product_then_the_add_with_gradients() {
+    let (n, k, m) = (37, 53, 24);
+    let mut per_backend = Vec::new();
+    for dev in backends() {
+        let train = dev.clone().autodiff();
+        let run = |fused: bool| {
+            let c = uniform(90, [n, m], &train).require_grad();
+            let x = uniform(91, [n, k], &train).require_grad();
+            let w = (uniform(92, [k, m], &train) * 0.2).require_grad();
+            let y = if fused {
+                matmul_onto(c.clone(), x.clone(), w.clone())
+            } else {
+                c.clone() + x.clone().matmul(w.clone())
+            };
+            let grads = (y.clone() * uniform(93, [n, m], &train)).sum().backward();
+            [
+                to_vec(y),
+                to_vec(c.grad(&grads).expect("c has a gradient")),
+                to_vec(x.grad(&grads).expect("x has a gradient")),
+                to_vec(w.grad(&grads).expect("w has a gradient")),
+            ]
+        };
+        let (fused, composed) = (run(true), run(false));
+        let names = ["y", "dc", "dx", "dw"];
+        assert_matches_composition(&fused, &composed, &names, &format!("{dev:?}"));
+        per_backend.push(fused.to_vec());
+
+        let (x, w) = (uniform(91, [n, k], &dev), uniform(92, [k, m], &dev) * 0.2);
+        let held = uniform(90, [n, m], &dev);
+        let before = bits(held.clone());
+        let beside = matmul_onto(held.clone(), x.clone(), w.clone());
+        assert_eq!(bits(held), before, "{dev:?}: a held c was written over");
+        let alone = matmul_onto(uniform(90, [n, m], &dev), x, w);
+        assert_eq!(
+            bits(alone),
+            bits(beside),
+            "{dev:?}: in place and beside differ"
+        );
     }
     assert_backends_agree(&per_backend, 1e-5);
 }

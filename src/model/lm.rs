@@ -54,6 +54,27 @@ impl BlockSublayers<'_> {
             &block.mlp_norm
         }
     }
+
+    /// `f_l` after its PreNorm, added onto `onto` by its output projection where one is given.
+    fn apply_normed_to(&self, layer: usize, x: Tensor<3>, onto: Option<Tensor<3>>) -> Tensor<3> {
+        let block = &self.blocks[layer / 2];
+        if !layer.is_multiple_of(2) {
+            return block.mlp.forward(x, onto);
+        }
+        let Some(first) = &self.first_values else {
+            return block.attn.forward(x, self.rope, None, onto).0;
+        };
+        let given = if layer == 0 {
+            None
+        } else {
+            first.borrow().clone()
+        };
+        let (y, own) = block.attn.forward(x, self.rope, given, onto);
+        if layer == 0 {
+            *first.borrow_mut() = Some(own);
+        }
+        y
+    }
 }
 
 impl Sublayers for BlockSublayers<'_> {
@@ -66,24 +87,11 @@ impl Sublayers for BlockSublayers<'_> {
     }
 
     fn apply_normed(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
-        let block = &self.blocks[layer / 2];
-        if layer.is_multiple_of(2) {
-            let Some(first) = &self.first_values else {
-                return block.attn.forward(x, self.rope, None).0;
-            };
-            let given = if layer == 0 {
-                None
-            } else {
-                first.borrow().clone()
-            };
-            let (y, own) = block.attn.forward(x, self.rope, given);
-            if layer == 0 {
-                *first.borrow_mut() = Some(own);
-            }
-            y
-        } else {
-            block.mlp.forward(x)
-        }
+        self.apply_normed_to(layer, x, None)
+    }
+
+    fn apply_normed_onto(&self, layer: usize, normed: Tensor<3>, onto: Tensor<3>) -> Tensor<3> {
+        self.apply_normed_to(layer, normed, Some(onto))
     }
 }
 

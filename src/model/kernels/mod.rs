@@ -2,7 +2,8 @@
 //! a backward pass) of their own through burn's backend extensions: causal attention with a
 //! fused backward, RMSNorm, rotary position embedding, SwiGLU's gating, one AttnRes mixing
 //! step (alone, or through the PreNorm of the layer that reads it), Block AttnRes's phase-2
-//! merge, and one AdamW step of a parameter.
+//! merge, a residual branch's output projection added onto its sum, and one AdamW step of a
+//! parameter.
 //!
 //! Each operation has three implementations behind one trait, [`KernelOps`]: libtorch's own
 //! fused kernels where libtorch has them (f32 on the CPU), the same operation composed of
@@ -26,6 +27,7 @@ mod mix_tch;
 pub mod norm;
 #[cfg(feature = "tch")]
 mod omp;
+pub mod onto;
 pub mod rotary;
 #[cfg(feature = "tch")]
 mod rows;
@@ -171,6 +173,16 @@ pub trait KernelOps: Backend {
         y: FloatTensor<Self>,
         gain: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// A residual branch's output projection added onto the sum it joins, `c + x w`: `c`
+    /// `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`. libtorch adds `c` in the product's
+    /// own pass (`addmm`), over `c`'s memory where nothing else holds it; elsewhere it is the
+    /// product and the add.
+    fn matmul_onto(
+        c: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
 
     /// A stack of completed sources grown by one: `stacked` `[K, N, d]` and the next source
     /// `v` `[N, d]` -> `[K + 1, N, d]`. Where the backend can (libtorch on the CPU) the result

@@ -43,6 +43,12 @@ pub trait Sublayers {
     fn apply_normed(&self, layer: usize, normed: Tensor<3>) -> Tensor<3> {
         self.apply(layer, normed)
     }
+
+    /// `onto + apply_normed(l, normed)`, the sum formed as the sublayers like: the
+    /// Transformer's adds it in its output projection (`kernels::onto`).
+    fn apply_normed_onto(&self, layer: usize, normed: Tensor<3>, onto: Tensor<3>) -> Tensor<3> {
+        onto + self.apply_normed(layer, normed)
+    }
 }
 
 // One per model, so the size of its largest variant (mHC-lite's constant tensor) costs nothing.

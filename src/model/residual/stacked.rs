@@ -35,15 +35,29 @@ impl AttnRes {
         let n_layers = self.n_layers();
         let key_norm = self.mixes[0].uses_key_norm();
         let q = |l: usize| effective_query(&self.mixes[l]);
-        // Layer `l` on its mix: where the layer begins with a PreNorm, the mix goes straight
-        // through it in one operation (`kernels::mix::depth_mix_normed`).
+        // Layer `l` on its mix, added onto the block's partial sum: where the layer begins
+        // with a PreNorm, the mix goes straight through it in one operation
+        // (`kernels::mix::depth_mix_normed`), and the sum is formed by the layer's output
+        // projection (`kernels::onto`).
         let layer = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize| {
+            let onto = partial.clone().map(|p| p.reshape([b, t, d])); // [BT, d] -> [B, T, d]
             let y = match layers.norm(l) {
                 Some(norm) => {
                     let x = sources.mix_normed(partial, q(l), key_norm, norm.gain.val());
-                    layers.apply_normed(l, x.reshape([b, t, d])) // [BT, d] -> [B, T, d]
+                    let x = x.reshape([b, t, d]); // [BT, d] -> [B, T, d]
+                    match onto {
+                        Some(p) => layers.apply_normed_onto(l, x, p),
+                        None => layers.apply_normed(l, x),
+                    }
                 }
-                None => layers.apply(l, sources.mix(partial, q(l), key_norm).reshape([b, t, d])),
+                None => {
+                    let x = sources.mix(partial, q(l), key_norm).reshape([b, t, d]);
+                    let y = layers.apply(l, x);
+                    match onto {
+                        Some(p) => p + y,
+                        None => y,
+                    }
+                }
             };
             y.reshape([b * t, d]) // [BT, d]
         };
@@ -62,11 +76,7 @@ impl AttnRes {
             let end = self.block_starts.get(k + 1).copied().unwrap_or(n_layers);
             let mut partial: Option<Tensor<2>> = None;
             for l in start..end {
-                let y = layer(&sources, partial.clone(), l);
-                partial = Some(match partial {
-                    Some(p) => p + y,
-                    None => y,
-                });
+                partial = Some(layer(&sources, partial, l));
             }
             if let Some(p) = partial {
                 sources.push(p); // [K + 1, BT, d]

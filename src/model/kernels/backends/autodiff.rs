@@ -12,7 +12,7 @@ use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 use super::super::adamw::AdamWStep;
 use super::super::at_push::{StepRecord, unbox};
 use super::super::stack::StackGrad;
-use super::super::{KernelOps, attention, merge, mix, norm, rotary, stack, swiglu};
+use super::super::{KernelOps, attention, merge, mix, norm, onto, rotary, stack, swiglu};
 
 impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C> {
     fn causal_attention(
@@ -227,6 +227,14 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         g: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         norm::add_then_norm::<Self>(x, y, g)
+    }
+
+    fn matmul_onto(
+        c: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        onto::autodiff_forward::<B, C>(c, x, w)
     }
 
     fn rms_norm_backward(

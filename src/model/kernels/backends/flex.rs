@@ -6,7 +6,7 @@ use burn::backend::tensor::FloatTensor;
 
 use super::super::adamw::AdamWStep;
 use super::super::stack::StackGrad;
-use super::super::{KernelOps, at_push, composed, mix, norm};
+use super::super::{KernelOps, at_push, composed, mix, norm, onto};
 
 #[cfg(feature = "flex")]
 impl KernelOps for burn::backend::Flex {
@@ -169,6 +169,14 @@ impl KernelOps for burn::backend::Flex {
         g: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         norm::add_then_norm::<Self>(x, y, g)
+    }
+
+    fn matmul_onto(
+        c: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        onto::composed::<Self>(c, x, w)
     }
 
     fn rms_norm_backward(

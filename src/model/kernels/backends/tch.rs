@@ -7,7 +7,7 @@ use burn::backend::tensor::FloatTensor;
 
 use super::super::adamw::AdamWStep;
 use super::super::stack::StackGrad;
-use super::super::{KernelOps, at_push, attention, merge, mix, norm, rotary, stack, swiglu};
+use super::super::{KernelOps, at_push, attention, merge, mix, norm, onto, rotary, stack, swiglu};
 
 #[cfg(feature = "tch")]
 impl KernelOps for burn::backend::LibTorch {
@@ -162,6 +162,14 @@ impl KernelOps for burn::backend::LibTorch {
         g: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         norm::tch_kernel::add_forward(x, y, g)
+    }
+
+    fn matmul_onto(
+        c: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        onto::tch_kernel::forward(c, x, w)
     }
 
     fn rms_norm_backward(
