@@ -230,15 +230,41 @@ fn the_normed_mix_equals_the_mix_then_the_norm_bit_for_bit() {
                 let (q, gain) = (uniform(73, [d], &device), uniform(74, [d], &device));
                 for (with_partial, key_norm) in [(true, true), (false, true), (true, false)] {
                     let p = || with_partial.then(|| partial.clone());
-                    let fused =
-                        depth_mix_normed(stacked.clone(), p(), q.clone(), key_norm, gain.clone());
+                    let fused = depth_mix_normed(
+                        stacked.clone(),
+                        p(),
+                        q.clone(),
+                        None,
+                        key_norm,
+                        gain.clone(),
+                    );
                     let x = depth_mix(stacked.clone(), p(), q.clone(), key_norm);
                     let apart = rms_norm(x, gain.clone());
-                    assert_eq!(
-                        bits(fused),
-                        bits(apart),
+                    let case = format!(
                         "{device:?} {n} x {d}, partial {with_partial}, key norm {key_norm}"
                     );
+                    assert_eq!(bits(fused), bits(apart), "{case}");
+                    // The query as a pseudo-query and a key gain whose product is `q`'s
+                    // floats: the kernel's own product must round as libtorch's does.
+                    let (w, key_gain) = (q.clone() * 0.75, uniform(75, [d], &device) + 3.0);
+                    let q_folded = w.clone() * key_gain.clone();
+                    let folded_here = depth_mix_normed(
+                        stacked.clone(),
+                        p(),
+                        w,
+                        Some(key_gain),
+                        key_norm,
+                        gain.clone(),
+                    );
+                    let given = depth_mix_normed(
+                        stacked.clone(),
+                        p(),
+                        q_folded,
+                        None,
+                        key_norm,
+                        gain.clone(),
+                    );
+                    assert_eq!(bits(folded_here), bits(given), "{case}, key gain");
                 }
             }
         }

@@ -59,14 +59,24 @@ pub(super) fn depth_mix_into(
 
 /// `rms_norm(depth_mix(..), gain)`, the PreNorm'd input of the layer that reads the mix,
 /// `gain` `[d]` -> `[N, d]`: the same floats, in one pass where the backend can.
+/// With `key_gain` the step's query is `q key_gain` (`KernelOps::depth_mix_normed`).
 pub fn depth_mix_normed(
     stacked: Tensor<3>,
     partial: Option<Tensor<2>>,
     q: Tensor<1>,
+    key_gain: Option<Tensor<1>>,
     key_norm: bool,
     gain: Tensor<1>,
 ) -> Tensor<2> {
-    depth_mix_normed_into(stacked, partial, q, key_norm, gain, StackGrad::none())
+    depth_mix_normed_into(
+        stacked,
+        partial,
+        q,
+        key_gain,
+        key_norm,
+        gain,
+        StackGrad::none(),
+    )
 }
 
 /// [`depth_mix_normed`] with [`depth_mix_into`]'s `acc`.
@@ -74,20 +84,37 @@ pub(super) fn depth_mix_normed_into(
     stacked: Tensor<3>,
     partial: Option<Tensor<2>>,
     q: Tensor<1>,
+    key_gain: Option<Tensor<1>>,
     key_norm: bool,
     gain: Tensor<1>,
     acc: StackGrad,
 ) -> Tensor<2> {
     let d = stacked.dims()[2];
     let partial = partial.unwrap_or_else(|| no_partial(&stacked, d));
+    let q_device = q.device();
     Tensor::from_dispatch(<Dispatch as KernelOps>::depth_mix_normed(
         stacked.into_dispatch(),
         partial.into_dispatch(),
         q.into_dispatch(),
+        key_gain
+            .unwrap_or_else(|| Tensor::empty([0], &q_device))
+            .into_dispatch(),
         key_norm,
         gain.into_dispatch(),
         acc,
     ))
+}
+
+/// `q key_gain` as a tensor operation of backend `B` (`q` itself where `key_gain` has no
+/// entries).
+pub(super) fn effective_query<B: Backend>(
+    q: FloatTensor<B>,
+    key_gain: FloatTensor<B>,
+) -> FloatTensor<B> {
+    match key_gain.shape().num_elements() {
+        0 => q,
+        _ => B::float_mul(q, key_gain),
+    }
 }
 
 /// [`depth_mix_normed`] as two operations of backend `B`.
@@ -181,19 +208,36 @@ pub(super) mod tch_kernel {
     /// `x` `[N, d]` and the softmax weights the backward reads, `[N, K', SAVED]`; for
     /// tensors the row kernels do not take (CUDA, bf16), `mix_tch`'s.
     pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
-        rows_forward(&stacked, &partial, &q, key_norm, None)
+        let q_c = q.tensor.contiguous();
+        floats(&q_c)
+            .and_then(|qs| rows_forward(&stacked, &partial, qs, key_norm, None))
             .unwrap_or_else(|| other_forward(stacked, partial, q, key_norm))
     }
 
-    /// `x g / rms(x)` of [`forward`]'s `x`, normalised by the row kernels' tasks where they
-    /// apply, else the mix and the norm as two operations (`mix_then_norm`).
-    pub fn forward_normed(stacked: T, partial: T, q: T, key_norm: bool, gain: T) -> T {
-        let g = gain.tensor.contiguous();
-        let fused =
-            floats(&g).and_then(|gs| rows_forward(&stacked, &partial, &q, key_norm, Some(gs)));
+    /// `x g / rms(x)` of [`forward`]'s `x` for the query `q key_gain` (`q` where `key_gain`
+    /// has no entries), normalised by the row kernels' tasks where they apply, the query's product
+    /// formed here (one correctly rounded multiplication per entry, as libtorch's); else the
+    /// product, the mix and the norm as operations of their own.
+    pub fn forward_normed(stacked: T, partial: T, q: T, key_gain: T, key_norm: bool, gain: T) -> T {
+        let (g, q_c) = (gain.tensor.contiguous(), q.tensor.contiguous());
+        let k_c = (key_gain.tensor.numel() > 0).then(|| key_gain.tensor.contiguous());
+        let fused = (|| {
+            let (gs, qs) = (floats(&g)?, floats(&q_c)?);
+            let product: Vec<f32>;
+            let qs = match &k_c {
+                Some(k) => {
+                    let ks = floats(k).filter(|ks| ks.len() == qs.len())?;
+                    product = qs.iter().zip(ks).map(|(q, k)| q * k).collect();
+                    &product[..]
+                }
+                None => qs,
+            };
+            rows_forward(&stacked, &partial, qs, key_norm, Some(gs))
+        })();
         match fused {
             Some((y, _)) => y,
             None => {
+                let q = super::effective_query::<LibTorch>(q, key_gain);
                 let none = super::StackGrad::none();
                 super::mix_then_norm::<LibTorch>(stacked, partial, q, key_norm, gain, none)
             }
@@ -205,19 +249,15 @@ pub(super) mod tch_kernel {
     fn rows_forward(
         stacked: &T,
         partial: &T,
-        q: &T,
+        qs: &[f32],
         key_norm: bool,
         norm_gain: Option<&[f32]>,
     ) -> Option<(T, T)> {
         if !cpu_f32(&stacked.tensor) {
             return None;
         }
-        let (v, p, q_c) = (
-            slotted(&stacked.tensor),
-            partial.tensor.contiguous(),
-            q.tensor.contiguous(),
-        );
-        let (src, qs) = (sources(&v, &p)?, floats(&q_c)?);
+        let (v, p) = (slotted(&stacked.tensor), partial.tensor.contiguous());
+        let src = sources(&v, &p)?;
         let (n, sources) = (src.n as i64, src.count() as i64);
         let mut x = empty(&[n, src.d as i64]);
         let mut saved = empty(&[n, sources, SAVED as i64]);

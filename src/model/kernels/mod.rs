@@ -155,11 +155,15 @@ pub trait KernelOps: Backend {
     /// [`Self::depth_mix`]'s `x` normalised by the PreNorm of the layer that reads it,
     /// `x g / rms(x)` with `gain` `g` `[d]` -> `[N, d]`. libtorch on the CPU in f32 does it
     /// in one pass that never writes `x` out; elsewhere it is the two operations, and so
-    /// always under autodiff, whose norm backward reads `x`.
+    /// always under autodiff, whose norm backward reads `x`. The step's query is `q key_gain`
+    /// (a pseudo-query times its key norm's gain; `q` itself where `key_gain` has no
+    /// entries), a product that the row kernels form themselves, the same floats, instead
+    /// of a tensor operation of its own.
     fn depth_mix_normed(
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
+        key_gain: FloatTensor<Self>,
         key_norm: bool,
         gain: FloatTensor<Self>,
         acc: stack::StackGrad,

@@ -89,11 +89,13 @@ impl SourceStack {
     }
 
     /// [`Self::mix`] through the PreNorm (gain `gain` `[d]`) of the layer that reads it
-    /// (`kernels::mix::depth_mix_normed`): `[N, d]`.
+    /// (`kernels::mix::depth_mix_normed`; with `key_gain`, the query is `q key_gain`):
+    /// `[N, d]`.
     pub fn mix_normed(
         &self,
         partial: Option<Tensor<2>>,
         q: Tensor<1>,
+        key_gain: Option<Tensor<1>>,
         key_norm: bool,
         gain: Tensor<1>,
     ) -> Tensor<2> {
@@ -101,6 +103,7 @@ impl SourceStack {
             self.stacked.clone(),
             partial,
             q,
+            key_gain,
             key_norm,
             gain,
             self.grad.clone(),

@@ -18,7 +18,7 @@ use burn::tensor::Tensor;
 
 use super::Sublayers;
 use super::attnres::AttnRes;
-use super::two_phase::effective_query;
+use super::two_phase::{effective_query, query_parts};
 use crate::model::kernels::stack::{GradMode, SourceStack};
 
 impl AttnRes {
@@ -37,13 +37,15 @@ impl AttnRes {
         let q = |l: usize| effective_query(&self.mixes[l]);
         // Layer `l` on its mix, added onto the block's partial sum: where the layer begins
         // with a PreNorm, the mix goes straight through it in one operation
-        // (`kernels::mix::depth_mix_normed`), and the sum is formed by the layer's output
-        // projection (`kernels::onto`).
+        // (`kernels::mix::depth_mix_normed`, which also forms the pseudo-query's product with
+        // the key norm's gain), and the sum is formed by the layer's output projection
+        // (`kernels::onto`).
         let layer = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize| {
             let onto = partial.clone().map(|p| p.reshape([b, t, d])); // [BT, d] -> [B, T, d]
             let y = match layers.norm(l) {
                 Some(norm) => {
-                    let x = sources.mix_normed(partial, q(l), key_norm, norm.gain.val());
+                    let (w, key_gain) = query_parts(&self.mixes[l]);
+                    let x = sources.mix_normed(partial, w, key_gain, key_norm, norm.gain.val());
                     let x = x.reshape([b, t, d]); // [BT, d] -> [B, T, d]
                     match onto {
                         Some(p) => layers.apply_normed_onto(l, x, p),

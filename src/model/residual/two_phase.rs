@@ -213,3 +213,12 @@ pub(super) fn effective_query(mix: &DepthMix) -> Tensor<1> {
         _ => unreachable!("two-phase path called on a scorer it does not support"),
     }
 }
+
+/// The pseudo-query `w` and its key norm's gain `g` (none without the key norm), for a
+/// kernel that forms `w ⊙ g` itself (`kernels::mix::depth_mix_normed`).
+pub(super) fn query_parts(mix: &DepthMix) -> (Tensor<1>, Option<Tensor<1>>) {
+    match &mix.scorer {
+        Scorer::PseudoQuery(s) => (s.query.val(), s.key_norm.as_ref().map(|n| n.gain.val())),
+        _ => unreachable!("two-phase path called on a scorer it does not support"),
+    }
+}

@@ -90,10 +90,12 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
+        key_gain: FloatTensor<Self>,
         key_norm: bool,
         gain: FloatTensor<Self>,
         acc: StackGrad,
     ) -> FloatTensor<Self> {
+        let q = mix::effective_query::<Self>(q, key_gain);
         mix::mix_then_norm::<Self>(stacked, partial, q, key_norm, gain, acc)
     }
 

@@ -71,11 +71,12 @@ impl KernelOps for burn::backend::LibTorch {
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
         q: FloatTensor<Self>,
+        key_gain: FloatTensor<Self>,
         key_norm: bool,
         gain: FloatTensor<Self>,
         _acc: StackGrad,
     ) -> FloatTensor<Self> {
-        mix::tch_kernel::forward_normed(stacked, partial, q, key_norm, gain)
+        mix::tch_kernel::forward_normed(stacked, partial, q, key_gain, key_norm, gain)
     }
 
     fn depth_mix_backward(
