@@ -215,33 +215,41 @@ pub(super) mod tch_kernel {
     }
 
     /// `x g / rms(x)` of [`forward`]'s `x` for the query `q key_gain` (`q` where `key_gain`
-    /// has no entries), normalised by the row kernels' tasks where they apply, the query's product
-    /// formed here (one correctly rounded multiplication per entry, as libtorch's); else the
-    /// product, the mix and the norm as operations of their own.
+    /// has no entries), normalised by the row kernels' tasks where they apply; else the
+    /// query's product, the mix and the norm as operations of their own.
     pub fn forward_normed(stacked: T, partial: T, q: T, key_gain: T, key_norm: bool, gain: T) -> T {
-        let (g, q_c) = (gain.tensor.contiguous(), q.tensor.contiguous());
-        let k_c = (key_gain.tensor.numel() > 0).then(|| key_gain.tensor.contiguous());
-        let fused = (|| {
-            let (gs, qs) = (floats(&g)?, floats(&q_c)?);
-            let product: Vec<f32>;
-            let qs = match &k_c {
-                Some(k) => {
-                    let ks = floats(k).filter(|ks| ks.len() == qs.len())?;
-                    product = qs.iter().zip(ks).map(|(q, k)| q * k).collect();
-                    &product[..]
-                }
-                None => qs,
-            };
-            rows_forward(&stacked, &partial, qs, key_norm, Some(gs))
-        })();
-        match fused {
-            Some((y, _)) => y,
+        match rows_forward_normed(&stacked, &partial, &q, &key_gain, key_norm, &gain) {
+            Some(y) => y,
             None => {
                 let q = super::effective_query::<LibTorch>(q, key_gain);
                 let none = super::StackGrad::none();
                 super::mix_then_norm::<LibTorch>(stacked, partial, q, key_norm, gain, none)
             }
         }
+    }
+
+    /// [`forward_normed`] by the row kernels, the query's product formed here: one
+    /// correctly rounded multiplication per entry, as libtorch's; `None` where they do not
+    /// take these tensors.
+    fn rows_forward_normed(
+        stacked: &T,
+        partial: &T,
+        q: &T,
+        key_gain: &T,
+        key_norm: bool,
+        gain: &T,
+    ) -> Option<T> {
+        let (g, q) = (gain.tensor.contiguous(), q.tensor.contiguous());
+        let (gs, qs) = (floats(&g)?, floats(&q)?);
+        let k = (key_gain.tensor.numel() > 0).then(|| key_gain.tensor.contiguous());
+        let product: Vec<f32> = match &k {
+            Some(k) => {
+                let ks = floats(k).filter(|ks| ks.len() == qs.len())?;
+                qs.iter().zip(ks).map(|(q, k)| q * k).collect()
+            }
+            None => qs.to_vec(),
+        };
+        rows_forward(stacked, partial, &product, key_norm, Some(gs)).map(|(y, _)| y)
     }
 
     /// The row kernels' forward (`norm_gain`: see `mix_rows::mix_forward`), or `None` where

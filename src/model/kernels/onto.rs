@@ -6,8 +6,8 @@
 //! AttnRes's layers add onto their block's partial sum this way (`residual::stacked`); the
 //! baseline's add goes through the next layer's PreNorm instead (`norm::add_rms_norm`).
 //!
-//! The backward is three matrix products' worth of plain tensor operations on every backend:
-//! `dc = g`, `dx = g w^T`, `dw = x^T g`.
+//! The backward is plain tensor operations on every backend: `dc = g`, `dx = g w^T`,
+//! `dw = x^T g`.
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
