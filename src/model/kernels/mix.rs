@@ -105,27 +105,21 @@ pub(super) fn depth_mix_normed_into(
     ))
 }
 
-/// `q key_gain` as a tensor operation of backend `B` (`q` itself where `key_gain` has no
-/// entries).
-pub(super) fn effective_query<B: Backend>(
-    q: FloatTensor<B>,
-    key_gain: FloatTensor<B>,
-) -> FloatTensor<B> {
-    match key_gain.shape().num_elements() {
-        0 => q,
-        _ => B::float_mul(q, key_gain),
-    }
-}
-
-/// [`depth_mix_normed`] as two operations of backend `B`.
+/// [`depth_mix_normed`] as operations of backend `B`: the query's product `q key_gain` (none
+/// where `key_gain` has no entries), the mix and the norm.
 pub(super) fn mix_then_norm<B: KernelOps>(
     stacked: FloatTensor<B>,
     partial: FloatTensor<B>,
     q: FloatTensor<B>,
+    key_gain: FloatTensor<B>,
     key_norm: bool,
     gain: FloatTensor<B>,
     acc: StackGrad,
 ) -> FloatTensor<B> {
+    let q = match key_gain.shape().num_elements() {
+        0 => q,
+        _ => B::float_mul(q, key_gain),
+    };
     let (x, _) = B::depth_mix(stacked, partial, q, key_norm, acc);
     B::rms_norm(x, gain)
 }
@@ -162,189 +156,7 @@ pub fn depth_mix_composed(
 
 #[cfg(feature = "tch")]
 #[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
-pub(super) mod tch_kernel {
-    use burn::backend::LibTorch;
-    use burn::backend::libtorch::TchTensor;
-    use burn::backend::tensor::FloatTensor;
-
-    use super::super::composed::{self, accumulate_slots};
-    use super::super::mix_rows::{self, SAVED, SourceGrads, Sources};
-    use super::super::mix_tch;
-    use super::super::tch_memory::{cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut};
-
-    type T = FloatTensor<LibTorch>;
-
-    /// The row kernels' view of the sources, when they apply (f32 on the CPU).
-    pub(in crate::model::kernels) fn sources<'a>(
-        stacked: &'a tch::Tensor,
-        partial: &'a tch::Tensor,
-    ) -> Option<Sources<'a>> {
-        let size = stacked.size();
-        let (n, d) = (size[1] as usize, size[2] as usize);
-        let partial = match partial.size()[0] {
-            0 => None,
-            _ => Some(floats(partial)?),
-        };
-        let (stacked, slot) = slots_of(stacked)?;
-        Some(Sources {
-            stacked,
-            completed: size[0] as usize,
-            slot,
-            partial,
-            n,
-            d,
-        })
-    }
-
-    /// `t` itself where the row kernels read it as it is (a stack's slots, room between
-    /// them included), else a contiguous copy.
-    pub(in crate::model::kernels) fn slotted(t: &tch::Tensor) -> tch::Tensor {
-        match slots_of(t) {
-            Some(_) => t.shallow_clone(),
-            None => t.contiguous(),
-        }
-    }
-
-    /// `x` `[N, d]` and the softmax weights the backward reads, `[N, K', SAVED]`; for
-    /// tensors the row kernels do not take (CUDA, bf16), `mix_tch`'s.
-    pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
-        let q_c = q.tensor.contiguous();
-        floats(&q_c)
-            .and_then(|qs| rows_forward(&stacked, &partial, qs, key_norm, None))
-            .unwrap_or_else(|| other_forward(stacked, partial, q, key_norm))
-    }
-
-    /// `x g / rms(x)` of [`forward`]'s `x` for the query `q key_gain` (`q` where `key_gain`
-    /// has no entries), normalised by the row kernels' tasks where they apply; else the
-    /// query's product, the mix and the norm as operations of their own.
-    pub fn forward_normed(stacked: T, partial: T, q: T, key_gain: T, key_norm: bool, gain: T) -> T {
-        match rows_forward_normed(&stacked, &partial, &q, &key_gain, key_norm, &gain) {
-            Some(y) => y,
-            None => {
-                let q = super::effective_query::<LibTorch>(q, key_gain);
-                let none = super::StackGrad::none();
-                super::mix_then_norm::<LibTorch>(stacked, partial, q, key_norm, gain, none)
-            }
-        }
-    }
-
-    /// [`forward_normed`] by the row kernels, the query's product formed here: one
-    /// correctly rounded multiplication per entry, as libtorch's; `None` where they do not
-    /// take these tensors.
-    fn rows_forward_normed(
-        stacked: &T,
-        partial: &T,
-        q: &T,
-        key_gain: &T,
-        key_norm: bool,
-        gain: &T,
-    ) -> Option<T> {
-        let (g, q) = (gain.tensor.contiguous(), q.tensor.contiguous());
-        let (gs, qs) = (floats(&g)?, floats(&q)?);
-        let k = (key_gain.tensor.numel() > 0).then(|| key_gain.tensor.contiguous());
-        let product: Vec<f32> = match &k {
-            Some(k) => {
-                let ks = floats(k).filter(|ks| ks.len() == qs.len())?;
-                qs.iter().zip(ks).map(|(q, k)| q * k).collect()
-            }
-            None => qs.to_vec(),
-        };
-        rows_forward(stacked, partial, &product, key_norm, Some(gs)).map(|(y, _)| y)
-    }
-
-    /// The row kernels' forward (`norm_gain`: see `mix_rows::mix_forward`), or `None` where
-    /// they do not take these tensors.
-    fn rows_forward(
-        stacked: &T,
-        partial: &T,
-        qs: &[f32],
-        key_norm: bool,
-        norm_gain: Option<&[f32]>,
-    ) -> Option<(T, T)> {
-        if !cpu_f32(&stacked.tensor) {
-            return None;
-        }
-        let (v, p) = (slotted(&stacked.tensor), partial.tensor.contiguous());
-        let src = sources(&v, &p)?;
-        let (n, sources) = (src.n as i64, src.count() as i64);
-        let mut x = empty(&[n, src.d as i64]);
-        let mut saved = empty(&[n, sources, SAVED as i64]);
-        let (xs, ss) = (slice_mut(&mut x), slice_mut(&mut saved));
-        mix_rows::mix_forward(src, qs, key_norm, norm_gain, xs, ss);
-        Some((TchTensor::new(x), TchTensor::new(saved)))
-    }
-
-    /// The forward for tensors the row kernels do not take: `mix_tch`'s off the CPU or in
-    /// bf16, the composed form for f32 on the CPU (a layout they cannot read).
-    fn other_forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
-        if cpu_f32(&stacked.tensor) {
-            return composed::depth_mix::<LibTorch>(stacked, partial, q, key_norm);
-        }
-        let (x, saved) = mix_tch::forward(&stacked.tensor, &partial.tensor, &q.tensor, key_norm);
-        (TchTensor::new(x), TchTensor::new(saved))
-    }
-
-    /// See [`KernelOps::depth_mix_backward`](super::super::KernelOps::depth_mix_backward)
-    /// for `into` and `written`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn backward(
-        grad: T,
-        stacked: T,
-        partial: T,
-        q: T,
-        saved: T,
-        key_norm: bool,
-        into: T,
-        written: usize,
-    ) -> (T, T, T) {
-        if !cpu_f32(&stacked.tensor) {
-            let (dv, dp, dq) = mix_tch::backward(
-                &grad.tensor,
-                &stacked.tensor,
-                &partial.tensor,
-                &q.tensor,
-                &saved.tensor,
-                key_norm,
-                into.tensor,
-                written,
-            );
-            return (TchTensor::new(dv), TchTensor::new(dp), TchTensor::new(dq));
-        }
-        let (g, v, p, q_c) = (
-            grad.tensor.contiguous(),
-            slotted(&stacked.tensor),
-            partial.tensor.contiguous(),
-            q.tensor.contiguous(),
-        );
-        // Where the forward was the composed one (which keeps no weights), so is this.
-        let kept = floats(&saved.tensor).filter(|s| !s.is_empty());
-        let found = (sources(&v, &p), floats(&q_c), floats(&g), kept);
-        let fits = into.tensor.size()[0] == 0 || slots_of(&into.tensor).is_some();
-        let (Some(src), Some(qs), Some(gs), Some(saved), true) =
-            (found.0, found.1, found.2, found.3, fits)
-        else {
-            let (dv, dp, dq) =
-                composed::depth_mix_backward::<LibTorch>(grad, stacked, partial, q, key_norm);
-            return (accumulate_slots::<LibTorch>(into, written, dv), dp, dq);
-        };
-        let (mut dv, written) = match into.tensor.size()[0] {
-            0 => (empty(&v.size()), 0),
-            _ => (into.tensor, written),
-        };
-        let mut dp = empty(&p.size());
-        let has_partial = src.partial.is_some();
-        let (stacked, slot) = slots_of_mut(&mut dv).expect("a slotted buffer (checked above)");
-        let grads = SourceGrads {
-            stacked,
-            slot,
-            written,
-            partial: has_partial.then(|| slice_mut(&mut dp)),
-        };
-        let dq = mix_rows::mix_backward(gs, src, qs, saved, key_norm, grads);
-        let dq = tch::Tensor::from_slice(&dq);
-        (TchTensor::new(dv), TchTensor::new(dp), TchTensor::new(dq))
-    }
-}
+pub(super) mod tch_kernel;
 
 #[derive(Debug)]
 struct DepthMix;

@@ -204,13 +204,9 @@ impl<'a> Mixing<'a> {
 /// `w ⊙ g`: the key norm's gain folded into the query, so that all queries can share one
 /// normalised key per source.
 pub(super) fn effective_query(mix: &DepthMix) -> Tensor<1> {
-    match &mix.scorer {
-        Scorer::PseudoQuery(s) => match &s.key_norm {
-            Some(norm) => s.query.val() * norm.gain.val(),
-            None => s.query.val(),
-        },
-        // supports_two_phase() admits only pseudo-queries.
-        _ => unreachable!("two-phase path called on a scorer it does not support"),
+    match query_parts(mix) {
+        (w, Some(g)) => w * g,
+        (w, None) => w,
     }
 }
 
@@ -219,6 +215,7 @@ pub(super) fn effective_query(mix: &DepthMix) -> Tensor<1> {
 pub(super) fn query_parts(mix: &DepthMix) -> (Tensor<1>, Option<Tensor<1>>) {
     match &mix.scorer {
         Scorer::PseudoQuery(s) => (s.query.val(), s.key_norm.as_ref().map(|n| n.gain.val())),
+        // supports_two_phase() admits only pseudo-queries.
         _ => unreachable!("two-phase path called on a scorer it does not support"),
     }
 }

@@ -95,8 +95,7 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         gain: FloatTensor<Self>,
         acc: StackGrad,
     ) -> FloatTensor<Self> {
-        let q = mix::effective_query::<Self>(q, key_gain);
-        mix::mix_then_norm::<Self>(stacked, partial, q, key_norm, gain, acc)
+        mix::mix_then_norm::<Self>(stacked, partial, q, key_gain, key_norm, gain, acc)
     }
 
     /// Not differentiable itself, as above.

@@ -76,8 +76,7 @@ impl KernelOps for burn::backend::Flex {
         gain: FloatTensor<Self>,
         acc: StackGrad,
     ) -> FloatTensor<Self> {
-        let q = mix::effective_query::<Self>(q, key_gain);
-        mix::mix_then_norm::<Self>(stacked, partial, q, key_norm, gain, acc)
+        mix::mix_then_norm::<Self>(stacked, partial, q, key_gain, key_norm, gain, acc)
     }
 
     fn depth_mix_backward(
