@@ -16,13 +16,15 @@ mod at_push;
 mod backward;
 mod exp;
 mod lanes;
+mod push;
 mod tiled;
 #[cfg(target_arch = "x86_64")]
 use lanes::{Avx2, Avx512};
 use lanes::{Form, Lanes, Portable, WIDTH};
 
-pub use at_push::{StepRows, mix_backward_at_push, source_gradient};
+pub use at_push::mix_backward_at_push;
 pub use backward::{SourceGrads, mix_backward};
+pub use push::{MAX_GROUP, StepRows, source_gradients};
 
 /// The sources of one mixing step, token-major: the completed sources stacked `[K, N, d]`,
 /// each source's `N d` floats `slot` floats after the previous one's, and, after a block's

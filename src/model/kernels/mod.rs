@@ -141,14 +141,19 @@ pub trait KernelOps: Backend {
         key_norm: bool,
     ) -> Option<(FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>)>;
 
-    /// The gradient `[N, d]` of stacked source `k`, whose rows are `v` `[N, d]`, from the
-    /// mixing steps that read it, in the order their backward ran; each step's share of its
-    /// query's gradient is added to the one its record holds. The steps come as this
-    /// backend's `at_push::StepRecord`s (boxed: a backend extension's arguments cannot be a
-    /// list of structs of tensors).
+    /// The gradients `[G, N, d]` of stacked sources `lo..lo + G` (`G` >= 1), whose rows are
+    /// `v` `[G, N, d]` (a view of the stack's slots), from the mixing steps that read all of
+    /// them, in the order their backward ran: each source's first step's term, then the
+    /// next ones' added; or, for one source, every term added to `sum` `[N, d]`, its
+    /// gradient so far (`sum` of no entries: none). Each step's share of its query's
+    /// gradient is added to the one its record holds, source by source from the last to the
+    /// first, as their pushes would. The steps come as this backend's
+    /// `at_push::StepRecord`s (boxed: a backend extension's arguments cannot be a list of
+    /// structs of tensors).
     fn stack_source_grad(
         v: FloatTensor<Self>,
-        k: usize,
+        lo: usize,
+        sum: FloatTensor<Self>,
         steps: Vec<Box<dyn std::any::Any + Send>>,
     ) -> FloatTensor<Self>;
 

@@ -144,7 +144,8 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
     /// Not differentiable itself, as above; the records' tensors are taken as constants.
     fn stack_source_grad(
         v: FloatTensor<Self>,
-        k: usize,
+        lo: usize,
+        sum: FloatTensor<Self>,
         steps: Vec<Box<dyn Any + Send>>,
     ) -> FloatTensor<Self> {
         let outer = unbox::<Self>(steps);
@@ -164,7 +165,8 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         let boxed = inner
             .iter()
             .map(|s| Box::new(s.clone()) as Box<dyn Any + Send>);
-        let dv = B::stack_source_grad(v.into_primitive(), k, boxed.collect());
+        let (v, sum) = (v.into_primitive(), sum.into_primitive());
+        let dv = B::stack_source_grad(v, lo, sum, boxed.collect());
         for (outer, inner) in outer.iter().zip(&inner) {
             *outer.dq.lock().unwrap_or_else(|e| e.into_inner()) = Self::from_inner(inner.dq());
         }

@@ -113,10 +113,11 @@ impl KernelOps for burn::backend::Flex {
 
     fn stack_source_grad(
         v: FloatTensor<Self>,
-        k: usize,
+        lo: usize,
+        sum: FloatTensor<Self>,
         steps: Vec<Box<dyn Any + Send>>,
     ) -> FloatTensor<Self> {
-        composed::source_grad::<Self>(v, k, at_push::unbox::<Self>(steps))
+        composed::source_grad::<Self>(v, lo, sum, at_push::unbox::<Self>(steps))
     }
 
     fn stack_push(

@@ -106,10 +106,11 @@ impl KernelOps for burn::backend::LibTorch {
 
     fn stack_source_grad(
         v: FloatTensor<Self>,
-        k: usize,
+        lo: usize,
+        sum: FloatTensor<Self>,
         steps: Vec<Box<dyn Any + Send>>,
     ) -> FloatTensor<Self> {
-        at_push::tch_kernel::source_grad(v, k, steps)
+        at_push::tch_kernel::source_grad(v, lo, sum, steps)
     }
 
     fn stack_push(

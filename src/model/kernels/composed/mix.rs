@@ -117,16 +117,38 @@ pub fn depth_mix_backward<B: Backend>(
 }
 
 /// `KernelOps::stack_source_grad` in tensor operations, by the formulas of
-/// `mix_rows::source_gradient`: source `k`'s gradient `[N, d]` (`v`: its rows) summed over
-/// `steps` in their order; each step's share of its query's gradient is added to the step's.
+/// `mix_rows::source_gradients`: the gradients `[G, N, d]` of sources `lo..lo + G` (`v`
+/// `[G, N, d]`: their rows), each summed over `steps` in their order, after `sum` (one
+/// source's gradient so far `[N, d]`, or no entries); each step's share of its query's
+/// gradient is added to the step's, source by source from the last to the first.
 pub fn source_grad<B: Backend>(
     v: FloatTensor<B>,
-    k: usize,
+    lo: usize,
+    sum: FloatTensor<B>,
     steps: Vec<StepRecord<B>>,
+) -> FloatTensor<B> {
+    let [group, n, d] = v.shape().dims::<3>();
+    let so_far = (sum.shape().num_elements() > 0).then_some(sum);
+    let mut grads: Vec<FloatTensor<B>> = Vec::with_capacity(group);
+    for j in (0..group).rev() {
+        let rows = B::float_reshape(first_dim::<B>(v.clone(), j, j + 1), Shape::new([n, d]));
+        let dv = one_source_grad::<B>(rows, lo + j, so_far.clone(), &steps);
+        grads.push(B::float_reshape(dv, Shape::new([1, n, d])));
+    }
+    grads.reverse();
+    B::float_cat(grads, 0)
+}
+
+/// One source's gradient `[N, d]` (source `k`, rows `v` `[N, d]`) for [`source_grad`].
+fn one_source_grad<B: Backend>(
+    v: FloatTensor<B>,
+    k: usize,
+    so_far: Option<FloatTensor<B>>,
+    steps: &[StepRecord<B>],
 ) -> FloatTensor<B> {
     let [n, d] = v.shape().dims::<2>();
     let (device, dtype) = (v.device(), v.dtype());
-    let mut sum: Option<FloatTensor<B>> = None;
+    let mut sum = so_far;
     for s in steps {
         let column = |j: usize| {
             let at = |i: usize| Slice::new(i as isize, Some(i as isize + 1), 1);

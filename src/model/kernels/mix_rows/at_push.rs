@@ -6,7 +6,8 @@
 //! In `dz_k = a_k (g . v_k - g . x)` the step's backward takes `g . x` from its own output `x`
 //! (`sum_k a_k g . v_k` in exact arithmetic, which `backward.rs` sums), and does only the
 //! partial sum's part, whose rows it reads anyway ([`mix_backward_at_push`]). Each push then
-//! reads its source once ([`source_gradient`]): per token and per step that read the source,
+//! reads its source once (`push.rs`, with the sources below it in a group where enough
+//! steps read them): per token and per step that read the source,
 //! `g . v`, the coefficients, the term `a g + along_q q - along_v v` added to the source's
 //! gradient row in the order the steps' backward ran, and `along_q v` added to that step's
 //! query gradient. What is read per source is the `g` rows of the steps that read it, where
@@ -24,7 +25,7 @@ use super::{SAVED, Sources, dots};
 
 /// The saved `[a, s, u]` from entry `at`.
 #[inline(always)]
-fn saved_at(saved: &[f32], at: usize) -> [f32; 3] {
+pub(super) fn saved_at(saved: &[f32], at: usize) -> [f32; 3] {
     [saved[at], saved[at + 1], saved[at + 2]]
 }
 
@@ -185,177 +186,5 @@ unsafe fn partial_row<S: Lanes>(
     for c in body..d {
         dp[c] = term_entry(t, g[c], q[c], p[c]);
         dq[c] = t.along_q.mul_add(p[c], dq[c]);
-    }
-}
-
-/// What one mixing step kept for the pushes of the sources it read: its `g` `[N, d]`, its
-/// query `[d]`, its forward's saved weights `[N, sources, SAVED]` and its `g . x` `[N]`.
-#[derive(Clone, Copy)]
-pub struct StepRows<'a> {
-    pub g: &'a [f32],
-    pub q: &'a [f32],
-    pub saved: &'a [f32],
-    pub gx: &'a [f32],
-    pub sources: usize,
-}
-
-/// Source `k`'s gradient `[N, d]` into `out` (`v`: the source's rows) from every step that
-/// read it, in the order their backward ran (at least one): per entry the first step's term,
-/// then each next one's added. Adds each step's share of its query's gradient into `dq`
-/// (one `[d]` per step).
-pub fn source_gradient(
-    v: &[f32],
-    k: usize,
-    steps: &[StepRows],
-    key_norm: bool,
-    out: &mut [f32],
-    dq: &mut [&mut [f32]],
-) {
-    let d = steps[0].q.len();
-    assert!(v.len() == out.len() && out.len().is_multiple_of(d) && dq.len() == steps.len());
-    assert!(
-        steps
-            .iter()
-            .all(|s| s.g.len() == out.len() && s.q.len() == d && k < s.sources)
-    );
-    let form = Form::detect();
-    let q: Vec<&[f32]> = steps.iter().map(|s| s.q).collect();
-    // Each task's rows of the gradient, and its share of each step's `dq`.
-    let tasks: Vec<(&mut [f32], Vec<f32>)> = out
-        .chunks_mut(d * ROWS_PER_TASK)
-        .map(|rows| (rows, vec![0.0f32; steps.len() * d]))
-        .collect();
-    let tasks = for_each_task(tasks, &|task, (out, dq): &mut (&mut [f32], Vec<f32>)| {
-        let mut terms = Vec::with_capacity(steps.len());
-        let mut g: Vec<&[f32]> = Vec::with_capacity(steps.len());
-        for (i, row) in out.chunks_exact_mut(d).enumerate() {
-            let r = task * ROWS_PER_TASK + i;
-            let rows = r * d..(r + 1) * d;
-            g.clear();
-            g.extend(steps.iter().map(|s| &s.g[rows.clone()]));
-            let token = Token {
-                v: &v[rows],
-                g: &g,
-                q: &q,
-                steps,
-                r,
-                k,
-                key_norm,
-            };
-            // SAFETY: `form` is this CPU's.
-            unsafe { push_row_in(form, &token, &mut terms, row, dq) };
-        }
-    });
-    for (_, part) in tasks {
-        for (dq, part) in dq.iter_mut().zip(part.chunks_exact(d)) {
-            dq.iter_mut().zip(part).for_each(|(a, b)| *a += b);
-        }
-    }
-}
-
-/// One token's rows in [`source_gradient`]: the source's (source `k`, token `r`), and each
-/// step's `g` row, query and what else it kept.
-struct Token<'a> {
-    v: &'a [f32],
-    g: &'a [&'a [f32]],
-    q: &'a [&'a [f32]],
-    steps: &'a [StepRows<'a>],
-    r: usize,
-    k: usize,
-    key_norm: bool,
-}
-
-/// [`push_row`] in `form`'s lanes, compiled with its CPU features.
-///
-/// # Safety
-/// The CPU has `form` (`Form::detect`).
-unsafe fn push_row_in(
-    form: Form,
-    token: &Token,
-    terms: &mut Vec<Term>,
-    out: &mut [f32],
-    dq: &mut [f32],
-) {
-    // SAFETY: as the caller promised.
-    unsafe {
-        match form {
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx512 => push_row_avx512(token, terms, out, dq),
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx2 => push_row_avx2(token, terms, out, dq),
-            _ => push_row::<Portable>(token, terms, out, dq),
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn push_row_avx2(token: &Token, terms: &mut Vec<Term>, out: &mut [f32], dq: &mut [f32]) {
-    // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
-    unsafe { push_row::<Avx2>(token, terms, out, dq) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn push_row_avx512(token: &Token, terms: &mut Vec<Term>, out: &mut [f32], dq: &mut [f32]) {
-    // SAFETY: compiled for, and called on, a CPU with AVX-512.
-    unsafe { push_row::<Avx512>(token, terms, out, dq) }
-}
-
-/// One token's row of [`source_gradient`], and its `along_q v` added to each step's `dq`
-/// (`dq`: the steps' `[d]` one after another). First each step's [`Term`] from `g . v` and
-/// the step's saved weights; then a chunk of the row is walked across all steps before the
-/// next, so the sum and the source's chunk stay in registers.
-///
-/// # Safety
-/// The CPU has `S`'s features.
-#[inline(always)]
-unsafe fn push_row<S: Lanes>(
-    token: &Token,
-    terms: &mut Vec<Term>,
-    out: &mut [f32],
-    dq: &mut [f32],
-) {
-    let (d, v, g, q) = (out.len(), token.v, token.g, token.q);
-    assert!(v.len() == d && g.len() == token.steps.len() && q.len() == g.len());
-    assert!(g.iter().chain(q).all(|row| row.len() == d) && dq.len() == g.len() * d);
-    terms.clear();
-    for (s, g) in token.steps.iter().zip(g) {
-        // SAFETY: `S`'s features as the caller promised.
-        let [gv] = unsafe { dots::<S, 1>(v, [g]) };
-        let at = (token.r * s.sources + token.k) * SAVED;
-        let gv_less_gx = gv - s.gx[token.r];
-        terms.push(Term::of(
-            saved_at(s.saved, at),
-            gv_less_gx,
-            token.key_norm,
-            d,
-        ));
-    }
-    let body = d / WIDTH * WIDTH;
-    for c in (0..body).step_by(WIDTH) {
-        // SAFETY: `S`'s features as the caller promised; every row read or written holds
-        // `d >= c + WIDTH` entries (asserted above), and step `i`'s `dq` is `dq[i d..]`.
-        unsafe {
-            let v = S::load(v.as_ptr().add(c));
-            let mut sum = S::splat(0.0);
-            for (i, ((g, q), t)) in g.iter().zip(q).zip(terms.iter()).enumerate() {
-                let (g, q) = (S::load(g.as_ptr().add(c)), S::load(q.as_ptr().add(c)));
-                let term = term_lanes::<S>(t, g, q, v);
-                sum = if i == 0 { term } else { S::add(sum, term) };
-                let dq = dq.as_mut_ptr().add(i * d + c);
-                S::store(dq, S::mul_add(S::splat(t.along_q), v, S::load(dq)));
-            }
-            S::store(out.as_mut_ptr().add(c), sum);
-        }
-    }
-    for c in body..d {
-        let mut sum = 0.0f32;
-        for (i, ((g, q), t)) in g.iter().zip(q).zip(terms.iter()).enumerate() {
-            let term = term_entry(t, g[c], q[c], v[c]);
-            sum = if i == 0 { term } else { sum + term };
-            dq[i * d + c] = t.along_q.mul_add(v[c], dq[i * d + c]);
-        }
-        out[c] = sum;
     }
 }

@@ -33,7 +33,27 @@ struct Accumulated {
     /// Whether the first source's push has a backward: the records' query gradients go to
     /// their nodes there.
     first_tracked: bool,
+    /// Sources below a push whose gradients it began with its own (`Ahead`).
+    ahead: Vec<Ahead>,
 }
+
+/// A source's gradient begun at a later source's push, from the records of the steps
+/// that read both (the first `records` of them); its own push adds the rest.
+struct Ahead {
+    source: usize,
+    sum: Box<dyn Any + Send>,
+    records: usize,
+}
+
+/// Sources one push forms gradients for at most: its own and those just below it, which
+/// the same steps read, so that each step's `g` row is read once for all of them
+/// (docs/performance.md, session 27).
+const GROUP: usize = 4;
+
+/// Steps that must read a push's source for it to begin the sources below: each saves
+/// the group a read of every one's `g` row for each source but the first, and costs each
+/// of those sources a gradient row written and read again and its own row read twice.
+const GROUP_FROM_STEPS: usize = 4;
 
 impl std::fmt::Debug for StackGrad {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,6 +74,7 @@ impl StackGrad {
             capacity,
             records: (mode == GradMode::AtPush).then(Vec::new),
             first_tracked: false,
+            ahead: Vec::new(),
         }))))
     }
 
@@ -143,6 +164,10 @@ impl StackGrad {
     /// step read it; at the first source's, the records' query gradients, for the queries'
     /// nodes. (A stack whose steps went some to the records and some to the buffer,
     /// which a backend declining some steps would make, gets the sum of the two.)
+    ///
+    /// Where at least [`GROUP_FROM_STEPS`] steps read source `k`, its push also begins the
+    /// gradients of the sources below it (up to [`GROUP`] in all) from the same steps, which
+    /// read them too; their pushes then add the steps recorded since.
     pub(super) fn slot<B: Backend + KernelOps>(
         &self,
         k: usize,
@@ -151,8 +176,8 @@ impl StackGrad {
     ) -> (FloatTensor<B>, Vec<(NodeId, FloatTensor<B>)>) {
         let [_, n, d] = stack.shape().dims::<3>();
         let shape = Shape::new([n, d]);
-        let (buffer, steps) = match self.lock() {
-            Some(acc) => {
+        let (buffer, steps, ahead) = match self.lock() {
+            Some(mut acc) => {
                 let buffer = acc
                     .buffer
                     .as_ref()
@@ -167,26 +192,66 @@ impl StackGrad {
                     .filter(|r| k < r.completed)
                     .cloned()
                     .collect();
-                (buffer, steps)
+                let ahead = acc
+                    .ahead
+                    .iter()
+                    .position(|a| a.source == k)
+                    .map(|i| acc.ahead.swap_remove(i))
+                    .and_then(|a| Some((*a.sum.downcast::<FloatTensor<B>>().ok()?, a.records)));
+                (buffer, steps, ahead)
             }
-            None => (None, Vec::new()),
+            None => (None, Vec::new(), None),
         };
         let from_buffer =
             buffer.map(|b| B::float_reshape(first_dim::<B>(b, k, k + 1), shape.clone()));
-        let mut queries = Vec::new();
-        let from_records = (!steps.is_empty()).then(|| {
-            let v = B::float_reshape(first_dim::<B>(stack.clone(), k, k + 1), shape.clone());
+        let boxed = |steps: &[StepRecord<B>]| -> Vec<Box<dyn Any + Send>> {
             let boxed = steps
                 .iter()
                 .map(|s| Box::new(s.clone()) as Box<dyn Any + Send>);
-            let dv = B::stack_source_grad(v, k, boxed.collect());
-            // Every step reads the first source: after its push, the queries' gradients
-            // are whole.
-            if k == 0 {
-                queries.extend(steps.iter().filter_map(|s| Some((s.q_node?, s.dq()))));
+            boxed.collect()
+        };
+        let none = || B::float_empty(Shape::new([0]), device, *dtype);
+        let from_records = match ahead {
+            // Begun at a later push: the steps recorded since (none: it is whole).
+            Some((sum, done)) if done < steps.len() => {
+                let v = first_dim::<B>(stack.clone(), k, k + 1);
+                let dv = B::stack_source_grad(v, k, sum, boxed(&steps[done..]));
+                Some(B::float_reshape(dv, shape.clone()))
             }
-            dv
-        });
+            Some((sum, _)) => Some(sum),
+            None if steps.is_empty() => None,
+            None => {
+                let lo = match steps.len() >= GROUP_FROM_STEPS {
+                    true => (k + 1).saturating_sub(GROUP),
+                    false => k,
+                };
+                let v = first_dim::<B>(stack.clone(), lo, k + 1);
+                let dv = B::stack_source_grad(v, lo, none(), boxed(&steps));
+                if let Some(mut acc) = self.lock() {
+                    for j in lo..k {
+                        let sum = B::float_reshape(
+                            first_dim::<B>(dv.clone(), j - lo, j - lo + 1),
+                            shape.clone(),
+                        );
+                        acc.ahead.push(Ahead {
+                            source: j,
+                            sum: Box::new(sum),
+                            records: steps.len(),
+                        });
+                    }
+                }
+                Some(B::float_reshape(
+                    first_dim::<B>(dv, k - lo, k - lo + 1),
+                    shape.clone(),
+                ))
+            }
+        };
+        let mut queries = Vec::new();
+        // Every step reads the first source: after its push, the queries' gradients are
+        // whole.
+        if k == 0 && from_records.is_some() {
+            queries.extend(steps.iter().filter_map(|s| Some((s.q_node?, s.dq()))));
+        }
         let dv = match (from_buffer, from_records) {
             (Some(b), Some(r)) => B::float_add(b, r),
             (Some(g), None) | (None, Some(g)) => g,
