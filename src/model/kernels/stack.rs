@@ -22,7 +22,10 @@
 //! gradient from what every step that read it kept (`kernels::at_push`): the same function
 //! within float rounding, with each (step, source) pair costing one read of the step's `g`
 //! row where the buffer costs a read of the source's row and a read and a write of its
-//! gradient row, for one `g` row kept per step where the buffer keeps one per source.
+//! gradient row, for one `g` row kept per step where the buffer keeps one per source. Where
+//! enough steps read a source, its push begins the gradients of the few sources below it
+//! too, which the same steps read, so that each of those steps' `g` rows is read once for
+//! the group (`stack/grad.rs`).
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};

@@ -1,7 +1,8 @@
 //! Where the backward passes of a [`SourceStack`](super::SourceStack)'s mixing steps put its
 //! sources' gradients ([`StackGrad`]): one buffer slot per source that every step adds to,
 //! or ([`GradMode::AtPush`]) the steps' records, from which each push forms its source's
-//! gradient (`kernels::at_push`).
+//! gradient (`kernels::at_push`), and begins those of the sources just below it where
+//! enough steps read them all (`GROUP`).
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
