@@ -203,8 +203,11 @@ impl StackGrad {
             }
             None => (None, Vec::new(), None),
         };
-        let from_buffer =
-            buffer.map(|b| B::float_reshape(first_dim::<B>(b, k, k + 1), shape.clone()));
+        // Entry `i` of a `[G, N, d]` tensor, `[N, d]`.
+        let one = |t: FloatTensor<B>, i: usize| {
+            B::float_reshape(first_dim::<B>(t, i, i + 1), shape.clone())
+        };
+        let from_buffer = buffer.map(|b| one(b, k));
         let boxed = |steps: &[StepRecord<B>]| -> Vec<Box<dyn Any + Send>> {
             let boxed = steps
                 .iter()
@@ -216,8 +219,10 @@ impl StackGrad {
             // Begun at a later push: the steps recorded since (none: it is whole).
             Some((sum, done)) if done < steps.len() => {
                 let v = first_dim::<B>(stack.clone(), k, k + 1);
-                let dv = B::stack_source_grad(v, k, sum, boxed(&steps[done..]));
-                Some(B::float_reshape(dv, shape.clone()))
+                Some(one(
+                    B::stack_source_grad(v, k, sum, boxed(&steps[done..])),
+                    0,
+                ))
             }
             Some((sum, _)) => Some(sum),
             None if steps.is_empty() => None,
@@ -230,21 +235,14 @@ impl StackGrad {
                 let dv = B::stack_source_grad(v, lo, none(), boxed(&steps));
                 if let Some(mut acc) = self.lock() {
                     for j in lo..k {
-                        let sum = B::float_reshape(
-                            first_dim::<B>(dv.clone(), j - lo, j - lo + 1),
-                            shape.clone(),
-                        );
                         acc.ahead.push(Ahead {
                             source: j,
-                            sum: Box::new(sum),
+                            sum: Box::new(one(dv.clone(), j - lo)),
                             records: steps.len(),
                         });
                     }
                 }
-                Some(B::float_reshape(
-                    first_dim::<B>(dv, k - lo, k - lo + 1),
-                    shape.clone(),
-                ))
+                Some(one(dv, k - lo))
             }
         };
         let mut queries = Vec::new();
