@@ -9,6 +9,7 @@ use burn::tensor::{Device, Int, Tensor};
 use super::attention::Attention;
 use super::config::{ConfigError, ModelConfig};
 use super::init::Init;
+use super::kernels::onto::Dest;
 use super::mlp::Mlp;
 use super::norm::RmsNorm;
 use super::residual::{Residual, Sublayers, Trace};
@@ -54,27 +55,6 @@ impl BlockSublayers<'_> {
             &block.mlp_norm
         }
     }
-
-    /// `f_l` after its PreNorm, added onto `onto` by its output projection where one is given.
-    fn apply_normed_to(&self, layer: usize, x: Tensor<3>, onto: Option<Tensor<3>>) -> Tensor<3> {
-        let block = &self.blocks[layer / 2];
-        if !layer.is_multiple_of(2) {
-            return block.mlp.forward(x, onto);
-        }
-        let Some(first) = &self.first_values else {
-            return block.attn.forward(x, self.rope, None, onto).0;
-        };
-        let given = if layer == 0 {
-            None
-        } else {
-            first.borrow().clone()
-        };
-        let (y, own) = block.attn.forward(x, self.rope, given, onto);
-        if layer == 0 {
-            *first.borrow_mut() = Some(own);
-        }
-        y
-    }
 }
 
 impl Sublayers for BlockSublayers<'_> {
@@ -87,11 +67,28 @@ impl Sublayers for BlockSublayers<'_> {
     }
 
     fn apply_normed(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
-        self.apply_normed_to(layer, x, None)
+        self.apply_normed_to(layer, x, Dest::default())
     }
 
-    fn apply_normed_onto(&self, layer: usize, normed: Tensor<3>, onto: Tensor<3>) -> Tensor<3> {
-        self.apply_normed_to(layer, normed, Some(onto))
+    /// Added onto `to.onto` and written into `to.into` by the output projection.
+    fn apply_normed_to(&self, layer: usize, x: Tensor<3>, to: Dest) -> Tensor<3> {
+        let block = &self.blocks[layer / 2];
+        if !layer.is_multiple_of(2) {
+            return block.mlp.forward(x, to);
+        }
+        let Some(first) = &self.first_values else {
+            return block.attn.forward(x, self.rope, None, to).0;
+        };
+        let given = if layer == 0 {
+            None
+        } else {
+            first.borrow().clone()
+        };
+        let (y, own) = block.attn.forward(x, self.rope, given, to);
+        if layer == 0 {
+            *first.borrow_mut() = Some(own);
+        }
+        y
     }
 }
 

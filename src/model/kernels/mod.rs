@@ -186,18 +186,38 @@ pub trait KernelOps: Backend {
     /// A residual branch's output projection added onto the sum it joins, `c + x w`: `c`
     /// `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`. libtorch adds `c` in the product's
     /// own pass (`addmm`), over `c`'s memory where nothing else holds it; elsewhere it is the
-    /// product and the add.
+    /// product and the add. Where `into` `[N, m]` has rows (memory from
+    /// [`Self::stack_slot`]; none if it has zero rows), libtorch writes the sum there
+    /// instead, the same floats.
     fn matmul_onto(
         c: FloatTensor<Self>,
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
+        into: FloatTensor<Self>,
     ) -> FloatTensor<Self>;
+
+    /// A residual branch's output projection `h w`, `h` `[B, T, k]`, `w` `[k, m]` ->
+    /// `[B, T, m]`: burn's `matmul` of `h` and `w` as `[1, k, m]`, floats and gradients,
+    /// written into `into` `[B T, m]` (memory from [`Self::stack_slot`]) where the backend
+    /// can (libtorch), and a tensor of its own elsewhere.
+    fn matmul_into(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        into: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+
+    /// The next slot `[N, d]` of the buffer that `stacked` `[K, N, d]` (from
+    /// [`Self::stack_push`]) is a view of, where the backend keeps one with room for it
+    /// (libtorch on the CPU in f32): memory that the source pushed next may be written into
+    /// (`onto::Dest::into`), so that its push has nothing to copy. `None` elsewhere.
+    fn stack_slot(stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>>;
 
     /// A stack of completed sources grown by one: `stacked` `[K, N, d]` and the next source
     /// `v` `[N, d]` -> `[K + 1, N, d]`. Where the backend can (libtorch on the CPU) the result
     /// is a view of one buffer with room for `capacity` sources, `v` written into the slot
     /// after `stacked`'s, so that `stacked` must be the latest stack of its buffer: use it
-    /// through [`stack::SourceStack`], which pushes onto each stack once.
+    /// through [`stack::SourceStack`], which pushes onto each stack once. A `v` that is
+    /// already that slot (written there through [`Self::stack_slot`]) is not copied.
     /// `acc` is the stack's gradient buffer, which an autodiff backend's backward hands `v`'s
     /// slot of (other backends ignore it).
     fn stack_push(

@@ -6,40 +6,83 @@
 //! AttnRes's layers add onto their block's partial sum this way (`residual::stacked`); the
 //! baseline's add goes through the next layer's PreNorm instead (`norm::add_rms_norm`).
 //!
+//! A projection whose result completes a block of AttnRes (each of Full AttnRes's layers, the
+//! last of each block in Block AttnRes) may be given the source stack's next slot to write
+//! it into ([`Dest::into`], `kernels::stack`), so that the push that follows has nothing to
+//! copy. libtorch writes there with the `_out` form of the same product (`addmm_out`, or
+//! `matmul_out` of the batched product that burn's `matmul` runs), the same floats; elsewhere
+//! the slot is not offered and nothing changes.
+//!
 //! The backward is plain tensor operations on every backend: `dc = g`, `dx = g w^T`,
-//! `dw = x^T g`.
+//! `dw = x^T g`; for the batched product, burn's own `matmul` backward term for term
+//! (`dw` one product per sequence, summed over the batch), so that the gradients keep the
+//! floats they had before the slot was offered.
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::{Backend, Dispatch, tensor::FloatTensor};
-use burn::tensor::Tensor;
+use burn::backend::{Backend, Dispatch, TensorMetadata, tensor::FloatTensor};
+use burn::tensor::{Shape, Tensor};
 
 use super::KernelOps;
 
 /// `c + x w`: `c` `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`.
 pub fn matmul_onto(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>) -> Tensor<2> {
+    onto_into(c, x, w, None)
+}
+
+/// [`matmul_onto`], written into `into` `[N, m]` where the backend can.
+fn onto_into(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>, into: Option<Tensor<2>>) -> Tensor<2> {
+    let into = into.unwrap_or_else(|| Tensor::empty([0, w.dims()[1]], &w.device()));
     Tensor::from_dispatch(<Dispatch as KernelOps>::matmul_onto(
         c.into_dispatch(),
         x.into_dispatch(),
         w.into_dispatch(),
+        into.into_dispatch(),
     ))
 }
 
-/// A sublayer's output projection `h w` (`h` `[B, T, k]`, `w` `[k, m]`) -> `[B, T, m]`, added
-/// onto `onto` `[B, T, m]` in the same operation where one is given.
-pub fn project(h: Tensor<3>, w: Tensor<2>, onto: Option<Tensor<3>>) -> Tensor<3> {
-    let Some(c) = onto else {
-        return h.matmul(w.unsqueeze());
-    };
-    let [b, t, k] = h.dims();
-    let m = w.dims()[1];
-    let flat = matmul_onto(c.reshape([b * t, m]), h.reshape([b * t, k]), w); // [BT, m]
-    flat.reshape([b, t, m]) // [BT, m] -> [B, T, m]
+/// Where a sublayer's output projection puts its product.
+#[derive(Clone, Debug, Default)]
+pub struct Dest {
+    /// The sum the branch joins, `[B, T, m]`: the projection adds its product onto it.
+    pub onto: Option<Tensor<3>>,
+    /// Memory `[B T, m]` that the result may be written into (the source stack's next slot,
+    /// `stack::SourceStack::next_slot`): the backend takes it where it can, and the result
+    /// is the returned tensor either way.
+    pub into: Option<Tensor<2>>,
 }
 
-/// [`matmul_onto`] as the product and the add, for the backends without a fused form.
+impl Dest {
+    /// Added onto `onto` where one is given.
+    pub fn onto(onto: Option<Tensor<3>>) -> Self {
+        Self { onto, into: None }
+    }
+}
+
+/// A sublayer's output projection `h w` (`h` `[B, T, k]`, `w` `[k, m]`) -> `[B, T, m]`, added
+/// onto `to.onto` in the same operation where one is given, and written into `to.into`
+/// where the backend can.
+pub fn project(h: Tensor<3>, w: Tensor<2>, to: Dest) -> Tensor<3> {
+    let [b, t, k] = h.dims();
+    let m = w.dims()[1];
+    match (to.onto, to.into) {
+        (None, None) => h.matmul(w.unsqueeze()),
+        (None, Some(into)) => Tensor::from_dispatch(<Dispatch as KernelOps>::matmul_into(
+            h.into_dispatch(),
+            w.into_dispatch(),
+            into.into_dispatch(),
+        )),
+        (Some(c), into) => {
+            let flat = onto_into(c.reshape([b * t, m]), h.reshape([b * t, k]), w, into); // [BT, m]
+            flat.reshape([b, t, m]) // [BT, m] -> [B, T, m]
+        }
+    }
+}
+
+/// [`matmul_onto`] as the product and the add, for the backends without a fused form (which
+/// offer no slot to write into).
 pub(super) fn composed<B: Backend>(
     c: FloatTensor<B>,
     x: FloatTensor<B>,
@@ -57,14 +100,45 @@ pub(super) mod tch_kernel {
 
     type T = FloatTensor<LibTorch>;
 
-    /// `addmm`, over `c`'s own memory where `c` is not shared.
-    pub fn forward(mut c: T, x: T, w: T) -> T {
+    /// `addmm`: into `into` where it has `c`'s shape (the same floats as in place), else
+    /// over `c`'s own memory where `c` is not shared.
+    pub fn forward(mut c: T, x: T, w: T, into: T) -> T {
         let (x, w) = (&x.tensor, &w.tensor);
+        if into.tensor.size() == c.tensor.size() {
+            let sum = c.tensor.addmm_out(&into.tensor, x, w);
+            return TchTensor::partial(sum, into.storage.clone());
+        }
         match c.mut_ops(|c| c.addmm_(x, w)) {
             Some(sum) => sum,
             None => TchTensor::new(c.tensor.addmm(x, w)),
         }
     }
+
+    /// `h w` as burn's `matmul` forms it for `h` `[B, T, k]` and `w` `[k, m]` (libtorch's
+    /// `matmul` of `h` and `w` as `[1, k, m]`: one product per sequence), written into
+    /// `into` `[B T, m]`.
+    pub fn matmul_into(h: T, w: T, into: T) -> T {
+        let (size, m) = (h.tensor.size(), w.tensor.size()[1]);
+        let w = w.tensor.unsqueeze(0); // [k, m] -> [1, k, m]
+        if into.tensor.size() != [size[0] * size[1], m] || !into.tensor.is_contiguous() {
+            return TchTensor::new(h.tensor.matmul(&w));
+        }
+        // A view of exactly the product's shape, so that libtorch writes it where it is.
+        let out = into.tensor.view([size[0], size[1], m]); // [BT, m] -> [B, T, m]
+        let product = h.tensor.matmul_out(&out, &w);
+        TchTensor::partial(product, into.storage.clone())
+    }
+}
+
+/// [`KernelOps::matmul_into`] composed: burn's `matmul` of `h` and `w` as `[1, k, m]`.
+pub(super) fn composed_into<B: Backend>(h: FloatTensor<B>, w: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_matmul(h, unsqueezed::<B>(w))
+}
+
+/// `w` `[k, m]` -> `[1, k, m]`.
+fn unsqueezed<B: Backend>(w: FloatTensor<B>) -> FloatTensor<B> {
+    let [k, m] = w.shape().dims::<2>();
+    B::float_reshape(w, Shape::new([1, k, m]))
 }
 
 #[derive(Debug)]
@@ -95,12 +169,114 @@ pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     c: FloatTensor<Autodiff<B, C>>,
     x: FloatTensor<Autodiff<B, C>>,
     w: FloatTensor<Autodiff<B, C>>,
+    into: FloatTensor<Autodiff<B, C>>,
 ) -> FloatTensor<Autodiff<B, C>> {
     let parents = [c.node(), x.node(), w.node()];
-    let [c, x, w] = [c, x, w].map(|t| t.into_primitive());
-    let y = B::matmul_onto(c, x.clone(), w.clone());
+    let [c, x, w, into] = [c, x, w, into].map(|t| t.into_primitive());
+    let y = B::matmul_onto(c, x.clone(), w.clone(), into);
     match MatmulOnto.prepare::<C>(parents).compute_bound().stateful() {
         OpsKind::Tracked(prep) => prep.finish([x, w], y),
         OpsKind::UnTracked(prep) => prep.finish(y),
+    }
+}
+
+/// burn's `Matmul` backward for `h` `[B, T, k]` and `w` as `[1, k, m]`, term for term.
+#[derive(Debug)]
+struct MatmulInto;
+
+impl<B: Backend> Backward<B, 2> for MatmulInto {
+    /// `h` and `w` as `[1, k, m]`.
+    type State = [FloatTensor<B>; 2];
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [h, w] = ops.state;
+        let [h_node, w_node] = ops.parents;
+        let g = grads.consume::<B>(&ops.node); // [B, T, m]
+        if let Some(node) = h_node {
+            let dh = B::float_matmul(g.clone(), B::float_transpose(w.clone())); // [B, T, k]
+            grads.register::<B>(node.id, dh);
+        }
+        if let Some(node) = w_node {
+            let [_, k, m] = w.shape().dims::<3>();
+            let per_sequence = B::float_matmul(B::float_transpose(h), g); // [B, k, m]
+            let dw = B::float_sum_dim(per_sequence, 0); // [1, k, m]
+            grads.register::<B>(node.id, B::float_reshape(dw, Shape::new([k, m])));
+        }
+    }
+}
+
+/// The autodiff [`KernelOps::matmul_into`]: the backend's forward, with [`MatmulInto`] as
+/// its backward. `into` is memory to write in, not an input.
+pub(super) fn autodiff_into<B: Backend + KernelOps, C: CheckpointStrategy>(
+    h: FloatTensor<Autodiff<B, C>>,
+    w: FloatTensor<Autodiff<B, C>>,
+    into: FloatTensor<Autodiff<B, C>>,
+) -> FloatTensor<Autodiff<B, C>> {
+    let parents = [h.node(), w.node()];
+    let [h, w, into] = [h, w, into].map(|t| t.into_primitive());
+    let y = B::matmul_into(h.clone(), w.clone(), into);
+    match MatmulInto.prepare::<C>(parents).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish([h, unsqueezed::<B>(w)], y),
+        OpsKind::UnTracked(prep) => prep.finish(y),
+    }
+}
+
+#[cfg(all(test, feature = "tch"))]
+#[allow(deprecated)] // burn-tch, as above.
+mod tests {
+    use burn::backend::libtorch::TchTensor;
+    use tch::{Device, Kind, Tensor};
+
+    use super::tch_kernel::{forward, matmul_into};
+
+    /// The products written into a slot of a padded stack buffer land there, with the bits
+    /// of the products that allocate their own output (`matmul` of `[1, k, m]` as burn's
+    /// `matmul` runs it, `addmm`), at a sweep size and at the bench's reference size.
+    #[test]
+    fn products_written_into_a_slot_are_the_same_floats_in_place() {
+        tch::manual_seed(7);
+        for (b, t, k, m) in [(16, 128, 256, 64), (8, 256, 1024, 256), (3, 5, 7, 9)] {
+            let n = b * t;
+            let options = (Kind::Float, Device::Cpu);
+            let buffer = TchTensor::new(Tensor::zeros([3, n + 1, m], options));
+            let slot = || {
+                let view = buffer
+                    .tensor
+                    .narrow(0, 1, 1)
+                    .narrow(1, 0, n)
+                    .reshape([n, m]); // [N, m]
+                TchTensor::partial(view, buffer.storage.clone())
+            };
+            let at = slot().tensor.data_ptr();
+            let h = Tensor::randn([b, t, k], options);
+            let w = Tensor::randn([k, m], options) * 0.05;
+            let c = Tensor::randn([n, m], options);
+
+            let alone = h.matmul(&w.unsqueeze(0)).reshape([n, m]);
+            let into = matmul_into(
+                TchTensor::new(h.shallow_clone()),
+                TchTensor::new(w.shallow_clone()),
+                slot(),
+            );
+            assert_eq!(into.tensor.data_ptr(), at, "matmul_into wrote elsewhere");
+            assert!(
+                into.tensor.reshape([n, m]).equal(&alone),
+                "matmul_into's bits differ"
+            );
+
+            let x = h.reshape([n, k]);
+            let in_place = c.copy().addmm_(&x, &w);
+            let wrap = |t: &Tensor| TchTensor::new(t.shallow_clone());
+            let onto = forward(wrap(&c), wrap(&x), wrap(&w), slot());
+            assert_eq!(onto.tensor.data_ptr(), at, "addmm wrote elsewhere");
+            assert!(
+                onto.tensor.equal(&in_place),
+                "addmm_out's bits differ from addmm_"
+            );
+            assert!(
+                onto.tensor.equal(&c.addmm(&x, &w)),
+                "addmm_out's bits differ from addmm"
+            );
+        }
     }
 }

@@ -25,6 +25,7 @@ use burn::tensor::{Tensor, TensorReadError};
 
 use super::config::ModelConfig;
 use super::init::Init;
+use super::kernels::onto::Dest;
 use super::norm::{RmsNorm, mean_rms};
 
 /// The Transformer's sublayers as the residual wiring sees them.
@@ -44,10 +45,15 @@ pub trait Sublayers {
         self.apply(layer, normed)
     }
 
-    /// `onto + apply_normed(l, normed)`, the sum formed as the sublayers like: the
-    /// Transformer's adds it in its output projection (`kernels::onto`).
-    fn apply_normed_onto(&self, layer: usize, normed: Tensor<3>, onto: Tensor<3>) -> Tensor<3> {
-        onto + self.apply_normed(layer, normed)
+    /// `to.onto + apply_normed(l, normed)` (without the sum where `to.onto` is `None`),
+    /// formed as the sublayers like: the Transformer's adds it in its output projection,
+    /// which also writes the result into `to.into` where the backend can (`kernels::onto`).
+    fn apply_normed_to(&self, layer: usize, normed: Tensor<3>, to: Dest) -> Tensor<3> {
+        let y = self.apply_normed(layer, normed);
+        match to.onto {
+            Some(onto) => onto + y,
+            None => y,
+        }
     }
 }
 

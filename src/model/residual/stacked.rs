@@ -19,6 +19,7 @@ use burn::tensor::Tensor;
 use super::Sublayers;
 use super::attnres::AttnRes;
 use super::two_phase::{effective_query, query_parts};
+use crate::model::kernels::onto::Dest;
 use crate::model::kernels::stack::{GradMode, SourceStack};
 
 impl AttnRes {
@@ -40,17 +41,17 @@ impl AttnRes {
         // (`kernels::mix::depth_mix_normed`, which also forms the pseudo-query's product with
         // the key norm's gain), and the sum is formed by the layer's output projection
         // (`kernels::onto`).
-        let layer = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize| {
+        // The layer that completes a block (`last`) writes its result straight into the
+        // stack's next slot where the backend offers one, for its push to find there.
+        let layer = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize, last: bool| {
             let onto = partial.clone().map(|p| p.reshape([b, t, d])); // [BT, d] -> [B, T, d]
             let y = match layers.norm(l) {
                 Some(norm) => {
                     let (w, key_gain) = query_parts(&self.mixes[l]);
                     let x = sources.mix_normed(partial, w, key_gain, key_norm, norm.gain.val());
                     let x = x.reshape([b, t, d]); // [BT, d] -> [B, T, d]
-                    match onto {
-                        Some(p) => layers.apply_normed_onto(l, x, p),
-                        None => layers.apply_normed(l, x),
-                    }
+                    let into = if last { sources.next_slot() } else { None };
+                    layers.apply_normed_to(l, x, Dest { onto, into })
                 }
                 None => {
                     let x = sources.mix(partial, q(l), key_norm).reshape([b, t, d]);
@@ -78,7 +79,7 @@ impl AttnRes {
             let end = self.block_starts.get(k + 1).copied().unwrap_or(n_layers);
             let mut partial: Option<Tensor<2>> = None;
             for l in start..end {
-                partial = Some(layer(&sources, partial, l));
+                partial = Some(layer(&sources, partial, l, l + 1 == end));
             }
             if let Some(p) = partial {
                 sources.push(p); // [K + 1, BT, d]

@@ -170,8 +170,21 @@ impl KernelOps for burn::backend::LibTorch {
         c: FloatTensor<Self>,
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
+        into: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        onto::tch_kernel::forward(c, x, w)
+        onto::tch_kernel::forward(c, x, w, into)
+    }
+
+    fn matmul_into(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        into: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        onto::tch_kernel::matmul_into(h, w, into)
+    }
+
+    fn stack_slot(stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
+        stack::tch_kernel::next_slot(&stacked)
     }
 
     fn rms_norm_backward(
