@@ -9,7 +9,7 @@ use attnres::model::kernels::attention::{causal_attention, causal_attention_comp
 use attnres::model::kernels::merge::{block_merge, block_merge_composed};
 use attnres::model::kernels::mix::{depth_mix, depth_mix_composed, depth_mix_normed};
 use attnres::model::kernels::norm::{add_rms_norm, rms_norm};
-use attnres::model::kernels::onto::matmul_onto;
+use attnres::model::kernels::onto::{Dest, matmul_onto, project};
 use attnres::model::kernels::rotary::{rotary, rotary_composed};
 use attnres::model::kernels::stack::{GradMode, SourceStack};
 use attnres::model::kernels::swiglu::{swiglu, swiglu_composed};
@@ -522,6 +522,58 @@ fn matmul_onto_equals_the_product_then_the_add_with_gradients() {
         );
     }
     assert_backends_agree(&per_backend, 1e-5);
+}
+
+/// A sublayer's output projection written into the source stack's next slot (offered on
+/// libtorch on the CPU) keeps the bits of burn's `matmul`, and of the add onto a partial sum,
+/// in value and in the gradients of its inputs, and the stack it is pushed onto (which then
+/// copies nothing) mixes as the stack given the same source in memory of its own.
+#[test]
+fn a_projection_into_the_stacks_slot_keeps_its_bits_with_gradients() {
+    let (b, t, k, d) = (3, 11, 40, 16);
+    for kind in [BackendKind::Tch, BackendKind::Flex] {
+        let Ok(dev) = device(kind, "cpu") else {
+            continue;
+        };
+        let train = dev.autodiff();
+        let run = |into: bool, onto: bool, mode: GradMode| {
+            let h = uniform(70, [b, t, k], &train).require_grad();
+            let w = (uniform(71, [k, d], &train) * 0.2).require_grad();
+            let c = uniform(72, [b, t, d], &train).require_grad();
+            let mut sources = SourceStack::new(uniform(73, [b * t, d], &train), 2, mode);
+            let slot = sources.next_slot();
+            assert_eq!(
+                slot.is_some(),
+                kind == BackendKind::Tch,
+                "{kind:?}: slot offered"
+            );
+            let to = Dest {
+                onto: onto.then(|| c.clone()),
+                into: slot.filter(|_| into),
+            };
+            let y = project(h.clone(), w.clone(), to);
+            sources.push(y.clone().reshape([b * t, d])); // [B, T, d] -> [BT, d]
+            let mixed = sources.mix(None, uniform(74, [d], &train), true);
+            let loss = (y.clone() * uniform(75, [b, t, d], &train)).sum()
+                + (mixed.clone() * uniform(76, [b * t, d], &train)).sum();
+            let grads = loss.backward();
+            let mut out = vec![to_vec(y), to_vec(mixed)];
+            out.push(to_vec(h.grad(&grads).expect("h has a gradient")));
+            out.push(to_vec(w.grad(&grads).expect("w has a gradient")));
+            if onto {
+                out.push(to_vec(c.grad(&grads).expect("c has a gradient")));
+            }
+            out.into_iter()
+                .map(|v| v.into_iter().map(f32::to_bits).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        };
+        for onto in [false, true] {
+            for mode in [GradMode::Buffer, GradMode::AtPush] {
+                let case = format!("{kind:?} onto {onto} {mode:?}");
+                assert_eq!(run(true, onto, mode), run(false, onto, mode), "{case}");
+            }
+        }
+    }
 }
 
 /// Bit patterns, so that a comparison tells `-0.0` from `0.0` and any last-digit difference.
