@@ -54,13 +54,6 @@ pub struct Dest {
     pub into: Option<Tensor<2>>,
 }
 
-impl Dest {
-    /// Added onto `onto` where one is given.
-    pub fn onto(onto: Option<Tensor<3>>) -> Self {
-        Self { onto, into: None }
-    }
-}
-
 /// A sublayer's output projection `h w` (`h` `[B, T, k]`, `w` `[k, m]`) -> `[B, T, m]`, added
 /// onto `to.onto` in the same operation where one is given, and written into `to.into`
 /// where the backend can.
