@@ -6,7 +6,7 @@ use burn::tensor::Tensor;
 
 use super::init::Init;
 use super::kernels::attention::causal_attention;
-use super::kernels::onto::{Dest, project};
+use super::kernels::onto::{Dest, linear, project};
 use super::rope::Rope;
 
 #[derive(Module, Debug)]
@@ -60,9 +60,7 @@ impl Attention {
         let [b, t, d] = x.dims();
         let (h, hd) = (self.n_heads, d / self.n_heads);
         let heads = |w: &Param<Tensor<2>>| {
-            x.clone()
-                .matmul(w.val().unsqueeze()) // [B, T, d]
-                .reshape([b, t, h, hd]) // [B, T, H, hd]
+            linear(x.clone(), w.val()).reshape([b, t, h, hd]) // [B, T, d] -> [B, T, H, hd]
         };
         let q = rope.apply(heads(&self.wq)).swap_dims(1, 2); // [B, H, T, hd]
         let k = rope.apply(heads(&self.wk)).swap_dims(1, 2);

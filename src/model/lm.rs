@@ -9,7 +9,7 @@ use burn::tensor::{Device, Int, Tensor};
 use super::attention::Attention;
 use super::config::{ConfigError, ModelConfig};
 use super::init::Init;
-use super::kernels::onto::Dest;
+use super::kernels::onto::{Dest, linear};
 use super::mlp::Mlp;
 use super::norm::RmsNorm;
 use super::residual::{Residual, Sublayers, Trace};
@@ -155,8 +155,6 @@ impl Lm {
     }
 
     fn logits(&self, x: Tensor<3>) -> Tensor<3> {
-        self.final_norm
-            .forward(x)
-            .matmul(self.head.val().unsqueeze()) // [B, T, vocab]
+        linear(self.final_norm.forward(x), self.head.val()) // [B, T, vocab]
     }
 }

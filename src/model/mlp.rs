@@ -1,6 +1,6 @@
 //! SwiGLU feed-forward block with no biases (SPEC section 7).
 
-use super::kernels::onto::{Dest, project};
+use super::kernels::onto::{Dest, linear, project};
 use super::kernels::swiglu::swiglu;
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -28,8 +28,8 @@ impl Mlp {
     /// `x`: `[B, T, d]` -> `[B, T, d]`, added onto `to.onto` `[B, T, d]` (and written into
     /// `to.into`) by the output projection itself where one is given (`kernels::onto`).
     pub fn forward(&self, x: Tensor<3>, to: Dest) -> Tensor<3> {
-        let gate = x.clone().matmul(self.w_gate.val().unsqueeze()); // [B, T, h]
-        let up = x.matmul(self.w_up.val().unsqueeze()); // [B, T, h]
+        let gate = linear(x.clone(), self.w_gate.val()); // [B, T, h]
+        let up = linear(x, self.w_up.val()); // [B, T, h]
         project(swiglu(gate, up), self.w_down.val(), to) // [B, T, d]
     }
 }

@@ -184,24 +184,14 @@ pub trait KernelOps: Backend {
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// A residual branch's output projection added onto the sum it joins, `c + x w`: `c`
-    /// `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`. libtorch adds `c` in the product's
-    /// own pass (`addmm`), over `c`'s memory where nothing else holds it; elsewhere it is the
-    /// product and the add. Where `into` `[N, m]` has rows (memory from
-    /// [`Self::stack_slot`]; none if it has zero rows), libtorch writes the sum there
-    /// instead, the same floats.
+    /// `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`; `x w` alone where `c` has zero
+    /// rows. libtorch adds `c` in the product's own pass (`addmm`), over `c`'s memory where
+    /// nothing else holds it; elsewhere it is the product and the add. Where `into` `[N, m]`
+    /// has rows (memory from [`Self::stack_slot`]; none if it has zero rows), libtorch
+    /// writes the result there instead, the same floats.
     fn matmul_onto(
         c: FloatTensor<Self>,
         x: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        into: FloatTensor<Self>,
-    ) -> FloatTensor<Self>;
-
-    /// A residual branch's output projection `h w`, `h` `[B, T, k]`, `w` `[k, m]` ->
-    /// `[B, T, m]`: burn's `matmul` of `h` and `w` as `[1, k, m]`, floats and gradients,
-    /// written into `into` `[B T, m]` (memory from [`Self::stack_slot`]) where the backend
-    /// can (libtorch), and a tensor of its own elsewhere.
-    fn matmul_into(
-        h: FloatTensor<Self>,
         w: FloatTensor<Self>,
         into: FloatTensor<Self>,
     ) -> FloatTensor<Self>;

@@ -1,40 +1,61 @@
-//! A residual branch's last projection added onto the sum that the branch joins, `c + x w`,
-//! as one operation. On libtorch it is `addmm`, whose matrix product adds `c` into its output
-//! as it writes it, and writes it over `c` itself where nothing else holds `c` (in inference,
-//! a block's partial sum once the layer's mixing step has read it). Composed, it is the
-//! product and then an add that reads both `[N, m]` tensors and writes a third. Block
-//! AttnRes's layers add onto their block's partial sum this way (`residual::stacked`); the
-//! baseline's add goes through the next layer's PreNorm instead (`norm::add_rms_norm`).
+//! The products of a sublayer's inputs with its weights, each one 2-D product over all the
+//! batch's tokens ([`linear`]), and a residual branch's last projection added onto the sum
+//! that the branch joins, `c + x w`, as one operation. On libtorch that is `addmm`, whose
+//! matrix product adds `c` into its output as it writes it, and writes it over `c` itself
+//! where nothing else holds `c` (in inference, a block's partial sum once the layer's mixing
+//! step has read it). Composed, it is the product and then an add that reads both `[N, m]`
+//! tensors and writes a third. Block AttnRes's layers add onto their block's partial sum
+//! this way (`residual::stacked`); the baseline's add goes through the next layer's PreNorm
+//! instead (`norm::add_rms_norm`).
+//!
+//! A product of `[B, T, k]` by a weight `[k, m]` is formed as `[B T, k] x [k, m]`, not as
+//! burn's `matmul` of `[B, T, k]` by `[1, k, m]`, which libtorch runs as a batched product
+//! (one per sequence, each `T` rows) and whose backward forms one weight gradient per
+//! sequence and sums them. The 2-D product is one larger GEMM each way, as `nn.Linear`
+//! forms it (docs/performance.md, session 30).
 //!
 //! A projection whose result completes a block of AttnRes (each of Full AttnRes's layers, the
 //! last of each block in Block AttnRes) may be given the source stack's next slot to write
 //! it into ([`Dest::into`], `kernels::stack`), so that the push that follows has nothing to
 //! copy. libtorch writes there with the `_out` form of the same product (`addmm_out`, or
-//! `matmul_out` of the batched product that burn's `matmul` runs), the same floats; elsewhere
-//! the slot is not offered and nothing changes.
+//! `mm_out` where there is no sum to join), the same floats; elsewhere the slot is not
+//! offered and nothing changes.
 //!
 //! The backward is plain tensor operations on every backend: `dc = g`, `dx = g w^T`,
-//! `dw = x^T g`; for the batched product, burn's own `matmul` backward term for term
-//! (`dw` one product per sequence, summed over the batch), so that the gradients keep the
-//! floats they had before the slot was offered.
+//! `dw = x^T g`, the terms of burn's own `matmul` backward for a 2-D product, so that the
+//! gradients have the same floats with a slot or without one.
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::{Backend, Dispatch, TensorMetadata, tensor::FloatTensor};
-use burn::tensor::{Shape, Tensor};
+use burn::tensor::Tensor;
 
 use super::KernelOps;
 
-/// `c + x w`: `c` `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`.
-pub fn matmul_onto(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>) -> Tensor<2> {
-    onto_into(c, x, w, None)
+/// `h w` for every token: `h` `[B, T, k]`, `w` `[k, m]` -> `[B, T, m]`, one 2-D product.
+pub fn linear(h: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
+    let [b, t, k] = h.dims();
+    let m = w.dims()[1];
+    let flat = h.reshape([b * t, k]).matmul(w); // [B, T, k] -> [BT, k] -> [BT, m]
+    flat.reshape([b, t, m]) // [BT, m] -> [B, T, m]
 }
 
-/// [`matmul_onto`], written into `into` `[N, m]` where the backend can.
-fn onto_into(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>, into: Option<Tensor<2>>) -> Tensor<2> {
-    let into = into.unwrap_or_else(|| Tensor::empty([0, w.dims()[1]], &w.device()));
+/// `c + x w`: `c` `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`.
+pub fn matmul_onto(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>) -> Tensor<2> {
+    onto_into(Some(c), x, w, None)
+}
+
+/// `c + x w` (`x w` without `c`), written into `into` `[N, m]` where the backend can.
+fn onto_into(
+    c: Option<Tensor<2>>,
+    x: Tensor<2>,
+    w: Tensor<2>,
+    into: Option<Tensor<2>>,
+) -> Tensor<2> {
+    let none = || Tensor::empty([0, w.dims()[1]], &w.device());
+    let (c, into) = (c.unwrap_or_else(none), into.unwrap_or_else(none));
     Tensor::from_dispatch(<Dispatch as KernelOps>::matmul_onto(
         c.into_dispatch(),
         x.into_dispatch(),
@@ -60,28 +81,26 @@ pub struct Dest {
 pub fn project(h: Tensor<3>, w: Tensor<2>, to: Dest) -> Tensor<3> {
     let [b, t, k] = h.dims();
     let m = w.dims()[1];
-    match (to.onto, to.into) {
-        (None, None) => h.matmul(w.unsqueeze()),
-        (None, Some(into)) => Tensor::from_dispatch(<Dispatch as KernelOps>::matmul_into(
-            h.into_dispatch(),
-            w.into_dispatch(),
-            into.into_dispatch(),
-        )),
-        (Some(c), into) => {
-            let flat = onto_into(c.reshape([b * t, m]), h.reshape([b * t, k]), w, into); // [BT, m]
-            flat.reshape([b, t, m]) // [BT, m] -> [B, T, m]
-        }
+    if to.onto.is_none() && to.into.is_none() {
+        return linear(h, w);
     }
+    let c = to.onto.map(|c| c.reshape([b * t, m])); // [B, T, m] -> [BT, m]
+    let flat = onto_into(c, h.reshape([b * t, k]), w, to.into); // [BT, m]
+    flat.reshape([b, t, m]) // [BT, m] -> [B, T, m]
 }
 
-/// [`matmul_onto`] as the product and the add, for the backends without a fused form (which
-/// offer no slot to write into).
+/// [`matmul_onto`] as the product and the add (the product alone where `c` has no rows),
+/// for the backends without a fused form (which offer no slot to write into).
 pub(super) fn composed<B: Backend>(
     c: FloatTensor<B>,
     x: FloatTensor<B>,
     w: FloatTensor<B>,
 ) -> FloatTensor<B> {
-    B::float_add(c, B::float_matmul(x, w))
+    let product = B::float_matmul(x, w);
+    match c.shape().dims::<2>()[0] {
+        0 => product,
+        _ => B::float_add(c, product),
+    }
 }
 
 #[cfg(feature = "tch")]
@@ -93,11 +112,19 @@ pub(super) mod tch_kernel {
 
     type T = FloatTensor<LibTorch>;
 
-    /// `addmm`: into `into` where it has `c`'s shape (the same floats as in place), else
-    /// over `c`'s own memory where `c` is not shared.
+    /// `addmm` (`mm` where `c` has no rows): into `into` where it has the product's shape
+    /// (the same floats as in place), else over `c`'s own memory where `c` is not shared.
     pub fn forward(mut c: T, x: T, w: T, into: T) -> T {
         let (x, w) = (&x.tensor, &w.tensor);
-        if into.tensor.size() == c.tensor.size() {
+        let shape = [x.size()[0], w.size()[1]];
+        let into_fits = into.tensor.size() == shape;
+        if c.tensor.size()[0] == 0 {
+            return match into_fits {
+                true => TchTensor::partial(x.mm_out(&into.tensor, w), into.storage.clone()),
+                false => TchTensor::new(x.mm(w)),
+            };
+        }
+        if into_fits {
             let sum = c.tensor.addmm_out(&into.tensor, x, w);
             return TchTensor::partial(sum, into.storage.clone());
         }
@@ -106,32 +133,6 @@ pub(super) mod tch_kernel {
             None => TchTensor::new(c.tensor.addmm(x, w)),
         }
     }
-
-    /// `h w` as burn's `matmul` forms it for `h` `[B, T, k]` and `w` `[k, m]` (libtorch's
-    /// `matmul` of `h` and `w` as `[1, k, m]`: one product per sequence), written into
-    /// `into` `[B T, m]`.
-    pub fn matmul_into(h: T, w: T, into: T) -> T {
-        let (size, m) = (h.tensor.size(), w.tensor.size()[1]);
-        let w = w.tensor.unsqueeze(0); // [k, m] -> [1, k, m]
-        if into.tensor.size() != [size[0] * size[1], m] || !into.tensor.is_contiguous() {
-            return TchTensor::new(h.tensor.matmul(&w));
-        }
-        // A view of exactly the product's shape, so that libtorch writes it where it is.
-        let out = into.tensor.view([size[0], size[1], m]); // [BT, m] -> [B, T, m]
-        let product = h.tensor.matmul_out(&out, &w);
-        TchTensor::partial(product, into.storage.clone())
-    }
-}
-
-/// [`KernelOps::matmul_into`] composed: burn's `matmul` of `h` and `w` as `[1, k, m]`.
-pub(super) fn composed_into<B: Backend>(h: FloatTensor<B>, w: FloatTensor<B>) -> FloatTensor<B> {
-    B::float_matmul(h, unsqueezed::<B>(w))
-}
-
-/// `w` `[k, m]` -> `[1, k, m]`.
-fn unsqueezed<B: Backend>(w: FloatTensor<B>) -> FloatTensor<B> {
-    let [k, m] = w.shape().dims::<2>();
-    B::float_reshape(w, Shape::new([1, k, m]))
 }
 
 #[derive(Debug)]
@@ -173,58 +174,17 @@ pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     }
 }
 
-/// burn's `Matmul` backward for `h` `[B, T, k]` and `w` as `[1, k, m]`, term for term.
-#[derive(Debug)]
-struct MatmulInto;
-
-impl<B: Backend> Backward<B, 2> for MatmulInto {
-    /// `h` and `w` as `[1, k, m]`.
-    type State = [FloatTensor<B>; 2];
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [h, w] = ops.state;
-        let [h_node, w_node] = ops.parents;
-        let g = grads.consume::<B>(&ops.node); // [B, T, m]
-        if let Some(node) = h_node {
-            let dh = B::float_matmul(g.clone(), B::float_transpose(w.clone())); // [B, T, k]
-            grads.register::<B>(node.id, dh);
-        }
-        if let Some(node) = w_node {
-            let [_, k, m] = w.shape().dims::<3>();
-            let per_sequence = B::float_matmul(B::float_transpose(h), g); // [B, k, m]
-            let dw = B::float_sum_dim(per_sequence, 0); // [1, k, m]
-            grads.register::<B>(node.id, B::float_reshape(dw, Shape::new([k, m])));
-        }
-    }
-}
-
-/// The autodiff [`KernelOps::matmul_into`]: the backend's forward, with [`MatmulInto`] as
-/// its backward. `into` is memory to write in, not an input.
-pub(super) fn autodiff_into<B: Backend + KernelOps, C: CheckpointStrategy>(
-    h: FloatTensor<Autodiff<B, C>>,
-    w: FloatTensor<Autodiff<B, C>>,
-    into: FloatTensor<Autodiff<B, C>>,
-) -> FloatTensor<Autodiff<B, C>> {
-    let parents = [h.node(), w.node()];
-    let [h, w, into] = [h, w, into].map(|t| t.into_primitive());
-    let y = B::matmul_into(h.clone(), w.clone(), into);
-    match MatmulInto.prepare::<C>(parents).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => prep.finish([h, unsqueezed::<B>(w)], y),
-        OpsKind::UnTracked(prep) => prep.finish(y),
-    }
-}
-
 #[cfg(all(test, feature = "tch"))]
 #[allow(deprecated)] // burn-tch, as above.
 mod tests {
     use burn::backend::libtorch::TchTensor;
     use tch::{Device, Kind, Tensor};
 
-    use super::tch_kernel::{forward, matmul_into};
+    use super::tch_kernel::forward;
 
     /// The products written into a slot of a padded stack buffer land there, with the bits
-    /// of the products that allocate their own output (`matmul` of `[1, k, m]` as burn's
-    /// `matmul` runs it, `addmm`), at a sweep size and at the bench's reference size.
+    /// of the products that allocate their own output (`mm`, `addmm`), at a sweep size and
+    /// at the bench's reference size.
     #[test]
     fn products_written_into_a_slot_are_the_same_floats_in_place() {
         tch::manual_seed(7);
@@ -245,19 +205,18 @@ mod tests {
             let w = Tensor::randn([k, m], options) * 0.05;
             let c = Tensor::randn([n, m], options);
 
-            let alone = h.matmul(&w.unsqueeze(0)).reshape([n, m]);
-            let into = matmul_into(
-                TchTensor::new(h.shallow_clone()),
-                TchTensor::new(w.shallow_clone()),
-                slot(),
-            );
-            assert_eq!(into.tensor.data_ptr(), at, "matmul_into wrote elsewhere");
+            let x = h.reshape([n, k]);
+            let wrap = |t: &Tensor| TchTensor::new(t.shallow_clone());
+            let none = || TchTensor::new(Tensor::empty([0, m], options));
+            let into = forward(none(), wrap(&x), wrap(&w), slot());
+            assert_eq!(into.tensor.data_ptr(), at, "mm_out wrote elsewhere");
+            assert!(into.tensor.equal(&x.mm(&w)), "mm_out's bits differ from mm");
+            let alone = forward(none(), wrap(&x), wrap(&w), none());
             assert!(
-                into.tensor.reshape([n, m]).equal(&alone),
-                "matmul_into's bits differ"
+                alone.tensor.equal(&x.mm(&w)),
+                "the product without a slot differs"
             );
 
-            let x = h.reshape([n, k]);
             let in_place = c.copy().addmm_(&x, &w);
             let wrap = |t: &Tensor| TchTensor::new(t.shallow_clone());
             let onto = forward(wrap(&c), wrap(&x), wrap(&w), slot());

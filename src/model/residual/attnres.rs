@@ -9,6 +9,7 @@ use burn::tensor::activation::{sigmoid, softmax};
 use super::{Sublayers, Trace};
 use crate::model::config::{AttnResConfig, Mixing, ModelConfig, Normalize, QueryKind};
 use crate::model::init::Init;
+use crate::model::kernels::onto::linear;
 use crate::model::norm::{RmsNorm, rms_normalize};
 use crate::model::sources::attnres_source_counts;
 
@@ -139,10 +140,7 @@ impl DepthMix {
                 score(query.reshape([1, 1, h, dh]))
             }
             Scorer::InputQuery(s) => {
-                let query = s
-                    .query_norm
-                    .forward(last.clone())
-                    .matmul(s.proj.val().unsqueeze()); // [B, T, d]
+                let query = linear(s.query_norm.forward(last.clone()), s.proj.val()); // [B, T, d]
                 let scale = 1.0 / d as f64; // 1 / fan-in of W
                 let query = match gain(&s.key_norm) {
                     Some(g) => query * (g * scale).unsqueeze::<3>(),

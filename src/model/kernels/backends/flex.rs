@@ -182,14 +182,6 @@ impl KernelOps for burn::backend::Flex {
         onto::composed::<Self>(c, x, w)
     }
 
-    fn matmul_into(
-        h: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        _into: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        onto::composed_into::<Self>(h, w)
-    }
-
     /// No slots to offer: the stack is a tensor of its own (`composed::stack_push`).
     fn stack_slot(_stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
         None

@@ -175,14 +175,6 @@ impl KernelOps for burn::backend::LibTorch {
         onto::tch_kernel::forward(c, x, w, into)
     }
 
-    fn matmul_into(
-        h: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        into: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        onto::tch_kernel::matmul_into(h, w, into)
-    }
-
     fn stack_slot(stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
         stack::tch_kernel::next_slot(&stacked)
     }
