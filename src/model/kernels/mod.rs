@@ -184,16 +184,30 @@ pub trait KernelOps: Backend {
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// A residual branch's output projection added onto the sum it joins, `c + x w`: `c`
-    /// `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`; `x w` alone where `c` has zero
-    /// rows. libtorch adds `c` in the product's own pass (`addmm`), over `c`'s memory where
-    /// nothing else holds it; elsewhere it is the product and the add. Where `into` `[N, m]`
-    /// has rows (memory from [`Self::stack_slot`]; none if it has zero rows), libtorch
-    /// writes the result there instead, the same floats.
+    /// `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`. libtorch adds `c` in the product's
+    /// own pass (`addmm`), over `c`'s memory where nothing else holds it; elsewhere it is the
+    /// product and the add. Where `into` `[N, m]` has rows (memory from
+    /// [`Self::stack_slot`]; none if it has zero rows), libtorch writes the sum there
+    /// instead, the same floats.
     fn matmul_onto(
         c: FloatTensor<Self>,
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
         into: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+
+    /// The product of a sublayer's input with a weight, `h w`, `h` `[B, T, k]`, `w`
+    /// `[k, m]` -> `[B, T, m]`: where `flat`, `h` as `[B T, k]` times `w`, one 2-D product;
+    /// else burn's `matmul` of `h` and `w` as `[1, k, m]` (one product per sequence on
+    /// libtorch). The autodiff backend takes the 2-D form where it records the product for a
+    /// backward, whatever `flat` asks, and the batched one elsewhere (`onto::linear`).
+    /// Written into `into` `[B T, m]` (memory from [`Self::stack_slot`]; none if it has
+    /// zero rows) where the backend can (libtorch), and a tensor of its own elsewhere.
+    fn tokens_matmul(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        into: FloatTensor<Self>,
+        flat: bool,
     ) -> FloatTensor<Self>;
 
     /// The next slot `[N, d]` of the buffer that `stacked` `[K, N, d]` (from

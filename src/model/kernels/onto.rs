@@ -1,61 +1,65 @@
-//! The products of a sublayer's inputs with its weights, each one 2-D product over all the
-//! batch's tokens ([`linear`]), and a residual branch's last projection added onto the sum
-//! that the branch joins, `c + x w`, as one operation. On libtorch that is `addmm`, whose
-//! matrix product adds `c` into its output as it writes it, and writes it over `c` itself
-//! where nothing else holds `c` (in inference, a block's partial sum once the layer's mixing
-//! step has read it). Composed, it is the product and then an add that reads both `[N, m]`
-//! tensors and writes a third. Block AttnRes's layers add onto their block's partial sum
-//! this way (`residual::stacked`); the baseline's add goes through the next layer's PreNorm
-//! instead (`norm::add_rms_norm`).
+//! The products of a sublayer's inputs with its weights ([`linear`]), and a residual
+//! branch's last projection added onto the sum that the branch joins, `c + x w`, as one
+//! operation. On libtorch that is `addmm`, whose matrix product adds `c` into its output as
+//! it writes it, and writes it over `c` itself where nothing else holds `c` (in inference, a
+//! block's partial sum once the layer's mixing step has read it). Composed, it is the
+//! product and then an add that reads both `[N, m]` tensors and writes a third. Block
+//! AttnRes's layers add onto their block's partial sum this way (`residual::stacked`); the
+//! baseline's add goes through the next layer's PreNorm instead (`norm::add_rms_norm`).
 //!
-//! A product of `[B, T, k]` by a weight `[k, m]` is formed as `[B T, k] x [k, m]`, not as
-//! burn's `matmul` of `[B, T, k]` by `[1, k, m]`, which libtorch runs as a batched product
-//! (one per sequence, each `T` rows) and whose backward forms one weight gradient per
-//! sequence and sums them. The 2-D product is one larger GEMM each way, as `nn.Linear`
-//! forms it (docs/performance.md, session 30).
+//! [`linear`] forms `h w` for `h` `[B, T, k]` and a weight `[k, m]` in one of two ways
+//! (`KernelOps::tokens_matmul`). Where autodiff records it for a backward (training), as
+//! one 2-D product over all the batch's tokens, `[B T, k] x [k, m]`, as `nn.Linear` does,
+//! and backward `dh` and `dw = h^T g` as 2-D products too. Elsewhere (inference, the
+//! evaluations during training) as burn's `matmul` of `h` by `w` as `[1, k, m]`, which
+//! libtorch runs as one product per sequence. Measured on this project's 2-core host, the 2-D
+//! form trains 2.4-4% faster in every arm (burn's backward formed one weight gradient per
+//! sequence and summed them), and the batched form runs a batch of 16 sequences' forward
+//! 1-4% faster with 2 threads (docs/performance.md, session 30).
 //!
 //! A projection whose result completes a block of AttnRes (each of Full AttnRes's layers, the
 //! last of each block in Block AttnRes) may be given the source stack's next slot to write
 //! it into ([`Dest::into`], `kernels::stack`), so that the push that follows has nothing to
 //! copy. libtorch writes there with the `_out` form of the same product (`addmm_out`, or
-//! `mm_out` where there is no sum to join), the same floats; elsewhere the slot is not
-//! offered and nothing changes.
+//! `matmul_out` of the batched product), the same floats; elsewhere the slot is not offered
+//! and nothing changes.
 //!
 //! The backward is plain tensor operations on every backend: `dc = g`, `dx = g w^T`,
-//! `dw = x^T g`, the terms of burn's own `matmul` backward for a 2-D product, so that the
-//! gradients have the same floats with a slot or without one.
+//! `dw = x^T g`.
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::{Backend, Dispatch, TensorMetadata, tensor::FloatTensor};
-use burn::tensor::Tensor;
+use burn::tensor::{Shape, Tensor};
 
 use super::KernelOps;
 
-/// `h w` for every token: `h` `[B, T, k]`, `w` `[k, m]` -> `[B, T, m]`, one 2-D product.
+/// `h w` for every token: `h` `[B, T, k]`, `w` `[k, m]` -> `[B, T, m]`.
 pub fn linear(h: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
-    let [b, t, k] = h.dims();
-    let m = w.dims()[1];
-    let flat = h.reshape([b * t, k]).matmul(w); // [B, T, k] -> [BT, k] -> [BT, m]
-    flat.reshape([b, t, m]) // [BT, m] -> [B, T, m]
+    linear_into(h, w, None)
+}
+
+/// [`linear`], written into `into` `[B T, m]` where the backend can.
+fn linear_into(h: Tensor<3>, w: Tensor<2>, into: Option<Tensor<2>>) -> Tensor<3> {
+    let into = into.unwrap_or_else(|| Tensor::empty([0, w.dims()[1]], &w.device()));
+    Tensor::from_dispatch(<Dispatch as KernelOps>::tokens_matmul(
+        h.into_dispatch(),
+        w.into_dispatch(),
+        into.into_dispatch(),
+        false,
+    ))
 }
 
 /// `c + x w`: `c` `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`.
 pub fn matmul_onto(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>) -> Tensor<2> {
-    onto_into(Some(c), x, w, None)
+    onto_into(c, x, w, None)
 }
 
-/// `c + x w` (`x w` without `c`), written into `into` `[N, m]` where the backend can.
-fn onto_into(
-    c: Option<Tensor<2>>,
-    x: Tensor<2>,
-    w: Tensor<2>,
-    into: Option<Tensor<2>>,
-) -> Tensor<2> {
-    let none = || Tensor::empty([0, w.dims()[1]], &w.device());
-    let (c, into) = (c.unwrap_or_else(none), into.unwrap_or_else(none));
+/// [`matmul_onto`], written into `into` `[N, m]` where the backend can.
+fn onto_into(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>, into: Option<Tensor<2>>) -> Tensor<2> {
+    let into = into.unwrap_or_else(|| Tensor::empty([0, w.dims()[1]], &w.device()));
     Tensor::from_dispatch(<Dispatch as KernelOps>::matmul_onto(
         c.into_dispatch(),
         x.into_dispatch(),
@@ -81,26 +85,23 @@ pub struct Dest {
 pub fn project(h: Tensor<3>, w: Tensor<2>, to: Dest) -> Tensor<3> {
     let [b, t, k] = h.dims();
     let m = w.dims()[1];
-    if to.onto.is_none() && to.into.is_none() {
-        return linear(h, w);
+    match (to.onto, to.into) {
+        (None, into) => linear_into(h, w, into),
+        (Some(c), into) => {
+            let flat = onto_into(c.reshape([b * t, m]), h.reshape([b * t, k]), w, into); // [BT, m]
+            flat.reshape([b, t, m]) // [BT, m] -> [B, T, m]
+        }
     }
-    let c = to.onto.map(|c| c.reshape([b * t, m])); // [B, T, m] -> [BT, m]
-    let flat = onto_into(c, h.reshape([b * t, k]), w, to.into); // [BT, m]
-    flat.reshape([b, t, m]) // [BT, m] -> [B, T, m]
 }
 
-/// [`matmul_onto`] as the product and the add (the product alone where `c` has no rows),
-/// for the backends without a fused form (which offer no slot to write into).
+/// [`matmul_onto`] as the product and the add, for the backends without a fused form (which
+/// offer no slot to write into).
 pub(super) fn composed<B: Backend>(
     c: FloatTensor<B>,
     x: FloatTensor<B>,
     w: FloatTensor<B>,
 ) -> FloatTensor<B> {
-    let product = B::float_matmul(x, w);
-    match c.shape().dims::<2>()[0] {
-        0 => product,
-        _ => B::float_add(c, product),
-    }
+    B::float_add(c, B::float_matmul(x, w))
 }
 
 #[cfg(feature = "tch")]
@@ -112,19 +113,11 @@ pub(super) mod tch_kernel {
 
     type T = FloatTensor<LibTorch>;
 
-    /// `addmm` (`mm` where `c` has no rows): into `into` where it has the product's shape
-    /// (the same floats as in place), else over `c`'s own memory where `c` is not shared.
+    /// `addmm`: into `into` where it has `c`'s shape (the same floats as in place), else
+    /// over `c`'s own memory where `c` is not shared.
     pub fn forward(mut c: T, x: T, w: T, into: T) -> T {
         let (x, w) = (&x.tensor, &w.tensor);
-        let shape = [x.size()[0], w.size()[1]];
-        let into_fits = into.tensor.size() == shape;
-        if c.tensor.size()[0] == 0 {
-            return match into_fits {
-                true => TchTensor::partial(x.mm_out(&into.tensor, w), into.storage.clone()),
-                false => TchTensor::new(x.mm(w)),
-            };
-        }
-        if into_fits {
+        if into.tensor.size() == c.tensor.size() {
             let sum = c.tensor.addmm_out(&into.tensor, x, w);
             return TchTensor::partial(sum, into.storage.clone());
         }
@@ -133,6 +126,57 @@ pub(super) mod tch_kernel {
             None => TchTensor::new(c.tensor.addmm(x, w)),
         }
     }
+
+    /// `h w` for `h` `[B, T, k]` and `w` `[k, m]`: `mm` of `h` as `[B T, k]` where `flat`,
+    /// else as burn's `matmul` forms it (libtorch's `matmul` of `h` and `w` as `[1, k, m]`:
+    /// one product per sequence); written into `into` `[B T, m]` where it has that shape.
+    pub fn linear(h: T, w: T, into: T, flat: bool) -> T {
+        let (size, m) = (h.tensor.size(), w.tensor.size()[1]);
+        if flat {
+            let (n, k) = (size[0] * size[1], size[2]);
+            let x = h.tensor.reshape([n, k]); // [B, T, k] -> [BT, k]
+            let fits = into.tensor.size() == [n, m] && into.tensor.is_contiguous();
+            return match fits {
+                true => {
+                    let product = x
+                        .mm_out(&into.tensor, &w.tensor)
+                        .view([size[0], size[1], m]); // [BT, m] -> [B, T, m]
+                    TchTensor::partial(product, into.storage.clone())
+                }
+                false => TchTensor::new(x.mm(&w.tensor).view([size[0], size[1], m])), // [BT, m] -> [B, T, m]
+            };
+        }
+        let w = w.tensor.unsqueeze(0); // [k, m] -> [1, k, m]
+        if into.tensor.size() != [size[0] * size[1], m] || !into.tensor.is_contiguous() {
+            return TchTensor::new(h.tensor.matmul(&w));
+        }
+        // A view of exactly the product's shape, so that libtorch writes it where it is.
+        let out = into.tensor.view([size[0], size[1], m]); // [BT, m] -> [B, T, m]
+        let product = h.tensor.matmul_out(&out, &w);
+        TchTensor::partial(product, into.storage.clone())
+    }
+}
+
+/// [`KernelOps::tokens_matmul`] composed: `h` as `[B T, k]` times `w` where `flat`, else
+/// burn's `matmul` of `h` and `w` as `[1, k, m]`.
+pub(super) fn composed_linear<B: Backend>(
+    h: FloatTensor<B>,
+    w: FloatTensor<B>,
+    flat: bool,
+) -> FloatTensor<B> {
+    if !flat {
+        return B::float_matmul(h, unsqueezed::<B>(w));
+    }
+    let [b, t, k] = h.shape().dims::<3>();
+    let m = w.shape().dims::<2>()[1];
+    let x = B::float_reshape(h, Shape::new([b * t, k])); // [B, T, k] -> [BT, k]
+    B::float_reshape(B::float_matmul(x, w), Shape::new([b, t, m])) // [BT, m] -> [B, T, m]
+}
+
+/// `w` `[k, m]` -> `[1, k, m]`.
+fn unsqueezed<B: Backend>(w: FloatTensor<B>) -> FloatTensor<B> {
+    let [k, m] = w.shape().dims::<2>();
+    B::float_reshape(w, Shape::new([1, k, m]))
 }
 
 #[derive(Debug)]
@@ -174,17 +218,66 @@ pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     }
 }
 
+/// The backward of [`KernelOps::tokens_matmul`]'s 2-D form: `dh = g w^T` and `dw = h^T g`,
+/// each one 2-D product over the batch's tokens, as burn's `Matmul` backward forms them for
+/// a 2-D product.
+#[derive(Debug)]
+struct Linear;
+
+impl<B: Backend> Backward<B, 2> for Linear {
+    /// `h` and `w`.
+    type State = [FloatTensor<B>; 2];
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [h, w] = ops.state;
+        let [h_node, w_node] = ops.parents;
+        let g = grads.consume::<B>(&ops.node); // [B, T, m]
+        let [b, t, m] = g.shape().dims::<3>();
+        let k = w.shape().dims::<2>()[0];
+        let g = B::float_reshape(g, Shape::new([b * t, m])); // [B, T, m] -> [BT, m]
+        if let Some(node) = h_node {
+            let dh = B::float_matmul(g.clone(), B::float_transpose(w)); // [BT, k]
+            grads.register::<B>(node.id, B::float_reshape(dh, Shape::new([b, t, k]))); // [BT, k] -> [B, T, k]
+        }
+        if let Some(node) = w_node {
+            let h = B::float_reshape(h, Shape::new([b * t, k])); // [B, T, k] -> [BT, k]
+            let dw = B::float_matmul(B::float_transpose(h), g); // [k, m]
+            grads.register::<B>(node.id, dw);
+        }
+    }
+}
+
+/// The autodiff [`KernelOps::tokens_matmul`]: the 2-D form, with [`Linear`] as its backward,
+/// where the graph records it; the batched form where it does not. `into` is memory to
+/// write in, not an input.
+pub(super) fn autodiff_linear<B: Backend + KernelOps, C: CheckpointStrategy>(
+    h: FloatTensor<Autodiff<B, C>>,
+    w: FloatTensor<Autodiff<B, C>>,
+    into: FloatTensor<Autodiff<B, C>>,
+) -> FloatTensor<Autodiff<B, C>> {
+    let parents = [h.node(), w.node()];
+    let [h, w, into] = [h, w, into].map(|t| t.into_primitive());
+    match Linear.prepare::<C>(parents).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => {
+            let y = B::tokens_matmul(h.clone(), w.clone(), into, true);
+            prep.finish([h, w], y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(B::tokens_matmul(h, w, into, false)),
+    }
+}
+
 #[cfg(all(test, feature = "tch"))]
 #[allow(deprecated)] // burn-tch, as above.
 mod tests {
     use burn::backend::libtorch::TchTensor;
     use tch::{Device, Kind, Tensor};
 
-    use super::tch_kernel::forward;
+    use super::tch_kernel::{forward, linear};
 
     /// The products written into a slot of a padded stack buffer land there, with the bits
-    /// of the products that allocate their own output (`mm`, `addmm`), at a sweep size and
-    /// at the bench's reference size.
+    /// of the products that allocate their own output (`matmul` of `[1, k, m]` as burn's
+    /// `matmul` runs it, `mm` of `[B T, k]`, `addmm`), at a sweep size and at the bench's
+    /// reference size.
     #[test]
     fn products_written_into_a_slot_are_the_same_floats_in_place() {
         tch::manual_seed(7);
@@ -205,18 +298,29 @@ mod tests {
             let w = Tensor::randn([k, m], options) * 0.05;
             let c = Tensor::randn([n, m], options);
 
-            let x = h.reshape([n, k]);
-            let wrap = |t: &Tensor| TchTensor::new(t.shallow_clone());
-            let none = || TchTensor::new(Tensor::empty([0, m], options));
-            let into = forward(none(), wrap(&x), wrap(&w), slot());
-            assert_eq!(into.tensor.data_ptr(), at, "mm_out wrote elsewhere");
-            assert!(into.tensor.equal(&x.mm(&w)), "mm_out's bits differ from mm");
-            let alone = forward(none(), wrap(&x), wrap(&w), none());
-            assert!(
-                alone.tensor.equal(&x.mm(&w)),
-                "the product without a slot differs"
-            );
+            let batched = h.matmul(&w.unsqueeze(0)).reshape([n, m]);
+            let flat = h.reshape([n, k]).mm(&w);
+            for (is_flat, alone) in [(false, &batched), (true, &flat)] {
+                let wrap = |t: &Tensor| TchTensor::new(t.shallow_clone());
+                let into = linear(wrap(&h), wrap(&w), slot(), is_flat);
+                assert_eq!(
+                    into.tensor.data_ptr(),
+                    at,
+                    "flat {is_flat}: wrote elsewhere"
+                );
+                assert!(
+                    into.tensor.reshape([n, m]).equal(alone),
+                    "flat {is_flat}: the bits differ from the product alone"
+                );
+                let none = TchTensor::new(Tensor::empty([0, m], options));
+                let own = linear(wrap(&h), wrap(&w), none, is_flat);
+                assert!(
+                    own.tensor.reshape([n, m]).equal(alone),
+                    "flat {is_flat}: no slot"
+                );
+            }
 
+            let x = h.reshape([n, k]);
             let in_place = c.copy().addmm_(&x, &w);
             let wrap = |t: &Tensor| TchTensor::new(t.shallow_clone());
             let onto = forward(wrap(&c), wrap(&x), wrap(&w), slot());

@@ -241,6 +241,15 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         onto::autodiff_forward::<B, C>(c, x, w, into)
     }
 
+    fn tokens_matmul(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        into: FloatTensor<Self>,
+        _flat: bool,
+    ) -> FloatTensor<Self> {
+        onto::autodiff_linear::<B, C>(h, w, into)
+    }
+
     /// The inner backend's slot, as a constant: memory to write in, not part of the graph.
     fn stack_slot(stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
         B::stack_slot(stacked.into_primitive()).map(Self::from_inner)

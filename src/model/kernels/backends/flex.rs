@@ -182,6 +182,15 @@ impl KernelOps for burn::backend::Flex {
         onto::composed::<Self>(c, x, w)
     }
 
+    fn tokens_matmul(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        _into: FloatTensor<Self>,
+        flat: bool,
+    ) -> FloatTensor<Self> {
+        onto::composed_linear::<Self>(h, w, flat)
+    }
+
     /// No slots to offer: the stack is a tensor of its own (`composed::stack_push`).
     fn stack_slot(_stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
         None

@@ -175,6 +175,15 @@ impl KernelOps for burn::backend::LibTorch {
         onto::tch_kernel::forward(c, x, w, into)
     }
 
+    fn tokens_matmul(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        into: FloatTensor<Self>,
+        flat: bool,
+    ) -> FloatTensor<Self> {
+        onto::tch_kernel::linear(h, w, into, flat)
+    }
+
     fn stack_slot(stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
         stack::tch_kernel::next_slot(&stacked)
     }
