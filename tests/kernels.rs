@@ -9,7 +9,7 @@ use attnres::model::kernels::attention::{causal_attention, causal_attention_comp
 use attnres::model::kernels::merge::{block_merge, block_merge_composed};
 use attnres::model::kernels::mix::{depth_mix, depth_mix_composed, depth_mix_normed};
 use attnres::model::kernels::norm::{add_rms_norm, rms_norm};
-use attnres::model::kernels::onto::{Dest, matmul_onto, project};
+use attnres::model::kernels::onto::{Dest, linear, matmul_onto, project};
 use attnres::model::kernels::rotary::{rotary, rotary_composed};
 use attnres::model::kernels::stack::{GradMode, SourceStack};
 use attnres::model::kernels::swiglu::{swiglu, swiglu_composed};
@@ -520,6 +520,48 @@ fn matmul_onto_equals_the_product_then_the_add_with_gradients() {
             bits(beside),
             "{dev:?}: in place and beside differ"
         );
+    }
+    assert_backends_agree(&per_backend, 1e-5);
+}
+
+/// The product of a sublayer's input with a weight (`onto::linear`) equals burn's `matmul`
+/// of `h` `[B, T, k]` by the weight as `[1, k, m]`: in training (the 2-D form and its own
+/// backward) within float rounding, value and both gradients, on every backend, and the
+/// backends agree; without autodiff it is that batched product bit for bit.
+#[test]
+fn linear_equals_the_batched_matmul_with_gradients() {
+    let (b, t, k, m) = (3, 19, 40, 24);
+    let mut per_backend = Vec::new();
+    for dev in backends() {
+        let train = dev.clone().autodiff();
+        let run = |ours: bool| {
+            let h = uniform(80, [b, t, k], &train).require_grad();
+            let w = (uniform(81, [k, m], &train) * 0.2).require_grad();
+            let y = if ours {
+                linear(h.clone(), w.clone())
+            } else {
+                h.clone().matmul(w.clone().unsqueeze())
+            };
+            let grads = (y.clone() * uniform(82, [b, t, m], &train))
+                .sum()
+                .backward();
+            [
+                to_vec(y),
+                to_vec(h.grad(&grads).expect("h has a gradient")),
+                to_vec(w.grad(&grads).expect("w has a gradient")),
+            ]
+        };
+        let (ours, burns) = (run(true), run(false));
+        assert_matches_composition(&ours, &burns, &["y", "dh", "dw"], &format!("{dev:?}"));
+        per_backend.push(ours.to_vec());
+
+        let (h, w) = (
+            uniform(80, [b, t, k], &dev),
+            uniform(81, [k, m], &dev) * 0.2,
+        );
+        let batched = h.clone().matmul(w.clone().unsqueeze()).reshape([b * t, m]);
+        let inference = linear(h, w).reshape([b * t, m]);
+        assert_eq!(bits(inference), bits(batched), "{dev:?}: inference's form");
     }
     assert_backends_agree(&per_backend, 1e-5);
 }
