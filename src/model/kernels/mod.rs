@@ -201,9 +201,12 @@ pub trait KernelOps: Backend {
     /// else burn's `matmul` of `h` and `w` as `[1, k, m]` (one product per sequence on
     /// libtorch). The autodiff backend takes the 2-D form where it records the product for a
     /// backward, whatever `flat` asks, and the batched one elsewhere (`onto::linear`).
-    /// Written into `into` `[B T, m]` (memory from [`Self::stack_slot`]; none if it has
-    /// zero rows) where the backend can (libtorch), and a tensor of its own elsewhere.
-    fn tokens_matmul(
+    fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, flat: bool) -> FloatTensor<Self>;
+
+    /// [`Self::tokens_matmul`] written into `into` `[B T, m]` (memory from
+    /// [`Self::stack_slot`]) where the backend can (libtorch), and a tensor of its own
+    /// elsewhere.
+    fn tokens_matmul_into(
         h: FloatTensor<Self>,
         w: FloatTensor<Self>,
         into: FloatTensor<Self>,

@@ -43,13 +43,13 @@ pub fn linear(h: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
 
 /// [`linear`], written into `into` `[B T, m]` where the backend can.
 fn linear_into(h: Tensor<3>, w: Tensor<2>, into: Option<Tensor<2>>) -> Tensor<3> {
-    let into = into.unwrap_or_else(|| Tensor::empty([0, w.dims()[1]], &w.device()));
-    Tensor::from_dispatch(<Dispatch as KernelOps>::tokens_matmul(
-        h.into_dispatch(),
-        w.into_dispatch(),
-        into.into_dispatch(),
-        false,
-    ))
+    let (h, w) = (h.into_dispatch(), w.into_dispatch());
+    Tensor::from_dispatch(match into {
+        Some(into) => {
+            <Dispatch as KernelOps>::tokens_matmul_into(h, w, into.into_dispatch(), false)
+        }
+        None => <Dispatch as KernelOps>::tokens_matmul(h, w, false),
+    })
 }
 
 /// `c + x w`: `c` `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`.
@@ -129,35 +129,33 @@ pub(super) mod tch_kernel {
 
     /// `h w` for `h` `[B, T, k]` and `w` `[k, m]`: `mm` of `h` as `[B T, k]` where `flat`,
     /// else as burn's `matmul` forms it (libtorch's `matmul` of `h` and `w` as `[1, k, m]`:
-    /// one product per sequence); written into `into` `[B T, m]` where it has that shape.
-    pub fn linear(h: T, w: T, into: T, flat: bool) -> T {
+    /// one product per sequence); written into `into` `[B T, m]` where it is given with that
+    /// shape.
+    pub fn linear(h: T, w: T, into: Option<T>, flat: bool) -> T {
         let (size, m) = (h.tensor.size(), w.tensor.size()[1]);
-        if flat {
-            let (n, k) = (size[0] * size[1], size[2]);
-            let x = h.tensor.reshape([n, k]); // [B, T, k] -> [BT, k]
-            let fits = into.tensor.size() == [n, m] && into.tensor.is_contiguous();
-            return match fits {
-                true => {
-                    let product = x
-                        .mm_out(&into.tensor, &w.tensor)
-                        .view([size[0], size[1], m]); // [BT, m] -> [B, T, m]
-                    TchTensor::partial(product, into.storage.clone())
-                }
-                false => TchTensor::new(x.mm(&w.tensor).view([size[0], size[1], m])), // [BT, m] -> [B, T, m]
-            };
+        let (n, k) = (size[0] * size[1], size[2]);
+        let into = into.filter(|i| i.tensor.size() == [n, m] && i.tensor.is_contiguous());
+        let shaped = [size[0], size[1], m];
+        let product = match (flat, &into) {
+            (true, Some(into)) => h.tensor.reshape([n, k]).mm_out(&into.tensor, &w.tensor), // [B, T, k] -> [BT, k]
+            (true, None) => h.tensor.reshape([n, k]).mm(&w.tensor), // [B, T, k] -> [BT, k]
+            // A view of exactly the product's shape, so that libtorch writes it where it is.
+            (false, Some(into)) => {
+                let out = into.tensor.view(shaped); // [BT, m] -> [B, T, m]
+                h.tensor.matmul_out(&out, &w.tensor.unsqueeze(0)) // [k, m] -> [1, k, m]
+            }
+            (false, None) => h.tensor.matmul(&w.tensor.unsqueeze(0)), // [k, m] -> [1, k, m]
+        };
+        let product = product.view(shaped); // [BT, m] or [B, T, m] -> [B, T, m]
+        match into {
+            Some(into) => TchTensor::partial(product, into.storage.clone()),
+            None => TchTensor::new(product),
         }
-        let w = w.tensor.unsqueeze(0); // [k, m] -> [1, k, m]
-        if into.tensor.size() != [size[0] * size[1], m] || !into.tensor.is_contiguous() {
-            return TchTensor::new(h.tensor.matmul(&w));
-        }
-        // A view of exactly the product's shape, so that libtorch writes it where it is.
-        let out = into.tensor.view([size[0], size[1], m]); // [BT, m] -> [B, T, m]
-        let product = h.tensor.matmul_out(&out, &w);
-        TchTensor::partial(product, into.storage.clone())
     }
 }
 
-/// [`KernelOps::tokens_matmul`] composed: `h` as `[B T, k]` times `w` where `flat`, else
+/// [`KernelOps::tokens_matmul`] composed (and [`KernelOps::tokens_matmul_into`], with no
+/// slot to write into): `h` as `[B T, k]` times `w` where `flat`, else
 /// burn's `matmul` of `h` and `w` as `[1, k, m]`.
 pub(super) fn composed_linear<B: Backend>(
     h: FloatTensor<B>,
@@ -247,22 +245,27 @@ impl<B: Backend> Backward<B, 2> for Linear {
     }
 }
 
-/// The autodiff [`KernelOps::tokens_matmul`]: the 2-D form, with [`Linear`] as its backward,
-/// where the graph records it; the batched form where it does not. `into` is memory to
-/// write in, not an input.
+/// The autodiff [`KernelOps::tokens_matmul`] and [`KernelOps::tokens_matmul_into`]: the
+/// 2-D form, with [`Linear`] as its backward, where the graph records it; the batched form
+/// where it does not. `into` is memory to write in, not an input.
 pub(super) fn autodiff_linear<B: Backend + KernelOps, C: CheckpointStrategy>(
     h: FloatTensor<Autodiff<B, C>>,
     w: FloatTensor<Autodiff<B, C>>,
-    into: FloatTensor<Autodiff<B, C>>,
+    into: Option<FloatTensor<Autodiff<B, C>>>,
 ) -> FloatTensor<Autodiff<B, C>> {
     let parents = [h.node(), w.node()];
-    let [h, w, into] = [h, w, into].map(|t| t.into_primitive());
+    let (h, w) = (h.into_primitive(), w.into_primitive());
+    let into = into.map(|t| t.into_primitive());
+    let product = |h, w, flat| match into {
+        Some(into) => B::tokens_matmul_into(h, w, into, flat),
+        None => B::tokens_matmul(h, w, flat),
+    };
     match Linear.prepare::<C>(parents).compute_bound().stateful() {
         OpsKind::Tracked(prep) => {
-            let y = B::tokens_matmul(h.clone(), w.clone(), into, true);
+            let y = product(h.clone(), w.clone(), true);
             prep.finish([h, w], y)
         }
-        OpsKind::UnTracked(prep) => prep.finish(B::tokens_matmul(h, w, into, false)),
+        OpsKind::UnTracked(prep) => prep.finish(product(h, w, false)),
     }
 }
 
@@ -302,7 +305,7 @@ mod tests {
             let flat = h.reshape([n, k]).mm(&w);
             for (is_flat, alone) in [(false, &batched), (true, &flat)] {
                 let wrap = |t: &Tensor| TchTensor::new(t.shallow_clone());
-                let into = linear(wrap(&h), wrap(&w), slot(), is_flat);
+                let into = linear(wrap(&h), wrap(&w), Some(slot()), is_flat);
                 assert_eq!(
                     into.tensor.data_ptr(),
                     at,
@@ -312,8 +315,7 @@ mod tests {
                     into.tensor.reshape([n, m]).equal(alone),
                     "flat {is_flat}: the bits differ from the product alone"
                 );
-                let none = TchTensor::new(Tensor::empty([0, m], options));
-                let own = linear(wrap(&h), wrap(&w), none, is_flat);
+                let own = linear(wrap(&h), wrap(&w), None, is_flat);
                 assert!(
                     own.tensor.reshape([n, m]).equal(alone),
                     "flat {is_flat}: no slot"

@@ -241,13 +241,17 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         onto::autodiff_forward::<B, C>(c, x, w, into)
     }
 
-    fn tokens_matmul(
+    fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, _flat: bool) -> FloatTensor<Self> {
+        onto::autodiff_linear::<B, C>(h, w, None)
+    }
+
+    fn tokens_matmul_into(
         h: FloatTensor<Self>,
         w: FloatTensor<Self>,
         into: FloatTensor<Self>,
         _flat: bool,
     ) -> FloatTensor<Self> {
-        onto::autodiff_linear::<B, C>(h, w, into)
+        onto::autodiff_linear::<B, C>(h, w, Some(into))
     }
 
     /// The inner backend's slot, as a constant: memory to write in, not part of the graph.

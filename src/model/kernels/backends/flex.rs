@@ -182,7 +182,11 @@ impl KernelOps for burn::backend::Flex {
         onto::composed::<Self>(c, x, w)
     }
 
-    fn tokens_matmul(
+    fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, flat: bool) -> FloatTensor<Self> {
+        onto::composed_linear::<Self>(h, w, flat)
+    }
+
+    fn tokens_matmul_into(
         h: FloatTensor<Self>,
         w: FloatTensor<Self>,
         _into: FloatTensor<Self>,

@@ -175,13 +175,17 @@ impl KernelOps for burn::backend::LibTorch {
         onto::tch_kernel::forward(c, x, w, into)
     }
 
-    fn tokens_matmul(
+    fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, flat: bool) -> FloatTensor<Self> {
+        onto::tch_kernel::linear(h, w, None, flat)
+    }
+
+    fn tokens_matmul_into(
         h: FloatTensor<Self>,
         w: FloatTensor<Self>,
         into: FloatTensor<Self>,
         flat: bool,
     ) -> FloatTensor<Self> {
-        onto::tch_kernel::linear(h, w, into, flat)
+        onto::tch_kernel::linear(h, w, Some(into), flat)
     }
 
     fn stack_slot(stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
