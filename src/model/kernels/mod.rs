@@ -186,10 +186,17 @@ pub trait KernelOps: Backend {
     /// A residual branch's output projection added onto the sum it joins, `c + x w`: `c`
     /// `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`. libtorch adds `c` in the product's
     /// own pass (`addmm`), over `c`'s memory where nothing else holds it; elsewhere it is the
-    /// product and the add. Where `into` `[N, m]` has rows (memory from
-    /// [`Self::stack_slot`]; none if it has zero rows), libtorch writes the sum there
-    /// instead, the same floats.
+    /// product and the add.
     fn matmul_onto(
+        c: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+
+    /// [`Self::matmul_onto`] written into `into` `[N, m]` (memory from
+    /// [`Self::stack_slot`]) where the backend can (libtorch, the same floats), and a
+    /// tensor of its own elsewhere.
+    fn matmul_onto_into(
         c: FloatTensor<Self>,
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,

@@ -13,9 +13,9 @@
 //! and backward `dh` and `dw = h^T g` as 2-D products too. Elsewhere (inference, the
 //! evaluations during training) as burn's `matmul` of `h` by `w` as `[1, k, m]`, which
 //! libtorch runs as one product per sequence. Measured on this project's 2-core host, the 2-D
-//! form trains 2.4-4% faster in every arm (burn's backward formed one weight gradient per
-//! sequence and summed them), and the batched form runs a batch of 16 sequences' forward
-//! 1-4% faster with 2 threads (docs/performance.md, session 30).
+//! form trains 2.2-4.6% faster in every arm at every size (burn's backward formed one
+//! weight gradient per sequence and summed them), and the batched form runs a batch of 16
+//! sequences' forward 1-4% faster with 2 threads (docs/performance.md, session 30).
 //!
 //! A projection whose result completes a block of AttnRes (each of Full AttnRes's layers, the
 //! last of each block in Block AttnRes) may be given the source stack's next slot to write
@@ -59,13 +59,11 @@ pub fn matmul_onto(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>) -> Tensor<2> {
 
 /// [`matmul_onto`], written into `into` `[N, m]` where the backend can.
 fn onto_into(c: Tensor<2>, x: Tensor<2>, w: Tensor<2>, into: Option<Tensor<2>>) -> Tensor<2> {
-    let into = into.unwrap_or_else(|| Tensor::empty([0, w.dims()[1]], &w.device()));
-    Tensor::from_dispatch(<Dispatch as KernelOps>::matmul_onto(
-        c.into_dispatch(),
-        x.into_dispatch(),
-        w.into_dispatch(),
-        into.into_dispatch(),
-    ))
+    let [c, x, w] = [c, x, w].map(Tensor::into_dispatch);
+    Tensor::from_dispatch(match into {
+        Some(into) => <Dispatch as KernelOps>::matmul_onto_into(c, x, w, into.into_dispatch()),
+        None => <Dispatch as KernelOps>::matmul_onto(c, x, w),
+    })
 }
 
 /// Where a sublayer's output projection puts its product.
@@ -113,11 +111,11 @@ pub(super) mod tch_kernel {
 
     type T = FloatTensor<LibTorch>;
 
-    /// `addmm`: into `into` where it has `c`'s shape (the same floats as in place), else
-    /// over `c`'s own memory where `c` is not shared.
-    pub fn forward(mut c: T, x: T, w: T, into: T) -> T {
+    /// `addmm`: into `into` where it is given with `c`'s shape (the same floats as in
+    /// place), else over `c`'s own memory where `c` is not shared.
+    pub fn forward(mut c: T, x: T, w: T, into: Option<T>) -> T {
         let (x, w) = (&x.tensor, &w.tensor);
-        if into.tensor.size() == c.tensor.size() {
+        if let Some(into) = into.filter(|i| i.tensor.size() == c.tensor.size()) {
             let sum = c.tensor.addmm_out(&into.tensor, x, w);
             return TchTensor::partial(sum, into.storage.clone());
         }
@@ -205,11 +203,15 @@ pub(super) fn autodiff_forward<B: Backend + KernelOps, C: CheckpointStrategy>(
     c: FloatTensor<Autodiff<B, C>>,
     x: FloatTensor<Autodiff<B, C>>,
     w: FloatTensor<Autodiff<B, C>>,
-    into: FloatTensor<Autodiff<B, C>>,
+    into: Option<FloatTensor<Autodiff<B, C>>>,
 ) -> FloatTensor<Autodiff<B, C>> {
     let parents = [c.node(), x.node(), w.node()];
-    let [c, x, w, into] = [c, x, w, into].map(|t| t.into_primitive());
-    let y = B::matmul_onto(c, x.clone(), w.clone(), into);
+    let [c, x, w] = [c, x, w].map(|t| t.into_primitive());
+    let into = into.map(|t| t.into_primitive());
+    let y = match into {
+        Some(into) => B::matmul_onto_into(c, x.clone(), w.clone(), into),
+        None => B::matmul_onto(c, x.clone(), w.clone()),
+    };
     match MatmulOnto.prepare::<C>(parents).compute_bound().stateful() {
         OpsKind::Tracked(prep) => prep.finish([x, w], y),
         OpsKind::UnTracked(prep) => prep.finish(y),
@@ -325,7 +327,7 @@ mod tests {
             let x = h.reshape([n, k]);
             let in_place = c.copy().addmm_(&x, &w);
             let wrap = |t: &Tensor| TchTensor::new(t.shallow_clone());
-            let onto = forward(wrap(&c), wrap(&x), wrap(&w), slot());
+            let onto = forward(wrap(&c), wrap(&x), wrap(&w), Some(slot()));
             assert_eq!(onto.tensor.data_ptr(), at, "addmm wrote elsewhere");
             assert!(
                 onto.tensor.equal(&in_place),
@@ -335,6 +337,9 @@ mod tests {
                 onto.tensor.equal(&c.addmm(&x, &w)),
                 "addmm_out's bits differ from addmm"
             );
+            let own = forward(wrap(&c.copy()), wrap(&x), wrap(&w), None);
+            assert_ne!(own.tensor.data_ptr(), at, "no slot, yet it wrote there");
+            assert!(own.tensor.equal(&in_place), "no slot: the bits differ");
         }
     }
 }

@@ -236,9 +236,17 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         c: FloatTensor<Self>,
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        onto::autodiff_forward::<B, C>(c, x, w, None)
+    }
+
+    fn matmul_onto_into(
+        c: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
         into: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        onto::autodiff_forward::<B, C>(c, x, w, into)
+        onto::autodiff_forward::<B, C>(c, x, w, Some(into))
     }
 
     fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, _flat: bool) -> FloatTensor<Self> {

@@ -177,6 +177,14 @@ impl KernelOps for burn::backend::Flex {
         c: FloatTensor<Self>,
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        onto::composed::<Self>(c, x, w)
+    }
+
+    fn matmul_onto_into(
+        c: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
         _into: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         onto::composed::<Self>(c, x, w)

@@ -170,9 +170,17 @@ impl KernelOps for burn::backend::LibTorch {
         c: FloatTensor<Self>,
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        onto::tch_kernel::forward(c, x, w, None)
+    }
+
+    fn matmul_onto_into(
+        c: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
         into: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        onto::tch_kernel::forward(c, x, w, into)
+        onto::tch_kernel::forward(c, x, w, Some(into))
     }
 
     fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, flat: bool) -> FloatTensor<Self> {
