@@ -273,6 +273,73 @@ fn bench_refuses_cases_that_do_not_fit_together() {
     );
 }
 
+/// `--split` measures how a sweep should share the cores: the runner's default first (one
+/// single-thread run per core, at most the sweep's runs), then each thread count dividing the
+/// cores, every split's tokens/s per round and its ratio to the default's in the same round;
+/// what it cannot measure is refused with exit 2 before any child starts.
+#[test]
+fn bench_split_measures_every_split_of_the_cores_against_the_default() {
+    let tmp = TempDir::new().unwrap();
+    let sweep = tiny_sweep(tmp.path());
+    let s = sweep.to_str().unwrap();
+    let split = ["bench", "--backend", "tch", "--split", "--sizes", s];
+    let out = ok(&[&split[..], &["--steps", "6", "--json"]].concat());
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(report["cores"], cores);
+    assert_eq!(report["runs"], 4, "the tiny sweep's runs cap the jobs");
+    let rows = report["rows"].as_array().unwrap();
+    let splits: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|r| (r["jobs"].as_u64().unwrap(), r["threads"].as_u64().unwrap()))
+        .collect();
+    let mut want = vec![(cores.min(4) as u64, 1)];
+    for t in (2..=cores).filter(|&t| cores.is_multiple_of(t)) {
+        let split = ((cores / t).min(4) as u64, t as u64);
+        if !want.contains(&split) {
+            want.push(split);
+        }
+    }
+    assert_eq!(splits, want, "{out}");
+    let floats = |v: &serde_json::Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let default = floats(&rows[0]["tokens_per_s"]);
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["size"], "nano");
+        assert_eq!(r["default"], i == 0, "{r}");
+        let (rates, ratios) = (floats(&r["tokens_per_s"]), floats(&r["vs_default_rounds"]));
+        assert_eq!((rates.len(), ratios.len()), (6, 6), "{r}");
+        for k in 0..6 {
+            assert!(rates[k] > 0.0 && rates[k].is_finite(), "{r}");
+            let want = rates[k] / default[k];
+            assert!((ratios[k] - want).abs() <= 1e-12 * want, "round {k}: {r}");
+        }
+        let q = |k: &str| r[k].as_f64().unwrap();
+        assert!(q("tokens_per_s_p25") <= q("tokens_per_s_median"), "{r}");
+        assert!(q("tokens_per_s_median") <= q("tokens_per_s_p75"), "{r}");
+        assert!(q("vs_default_ci_low") <= q("vs_default_median"), "{r}");
+        assert!(q("vs_default_median") <= q("vs_default_ci_high"), "{r}");
+    }
+    let text = ok(&[&split[..], &["--steps", "2"]].concat());
+    assert!(
+        text.contains("(default)") && text.lines().any(|l| l.starts_with("nano: ")),
+        "a table and a verdict for the size:\n{text}"
+    );
+    for (flag, why) in [
+        ("--inference", "it measures training"),
+        ("--threads=2", "it chooses the threads per run itself"),
+        ("--device=cuda:0", "it shares CPU cores"),
+    ] {
+        let err = refused(&[&split[..], &[flag]].concat());
+        assert!(err.contains(why), "{flag}: {err}");
+    }
+}
+
 /// `--sizes` benches a sweep's own sizes and arms; `--inference` times the inference path;
 /// `--json` gives every number with its spread and the ratio's interval.
 #[test]

@@ -38,7 +38,7 @@ pub fn memory_limit(device: &str, jobs: usize) -> Option<MemoryLimit> {
 /// On a CPU, one single-threaded run per core: on this project's 2-core machine two
 /// one-thread runs side by side trained the quick sweep faster than one run on both cores
 /// (docs/performance.md, "Jobs or threads"), because these small models use a second thread
-/// poorly. With `--threads T`, `cores / T` runs. On a GPU, one run at a time (`--jobs N`
+/// poorly. Other core counts keep the rule unmeasured; `bench --split` measures them. With `--threads T`, `cores / T` runs. On a GPU, one run at a time (`--jobs N`
 /// shares it). `runs` caps the count; memory is checked by the caller.
 pub fn default_jobs(
     device: &str,
@@ -56,8 +56,9 @@ pub fn default_jobs(
     let jobs = (cores / threads).clamp(1, runs.max(1));
     let why = format!(
         "jobs: {jobs} at once x {threads} thread{} (the default on {cores} core{}: one-thread runs \
-         side by side train small models faster than one run on every core, docs/performance.md; \
-         --jobs 1 trains one run at a time)",
+         side by side trained small models faster than one run on every core, measured on 2 \
+         cores, docs/performance.md; `attnres bench --split --sizes SWEEP` measures this \
+         machine's splits; --jobs N --threads T overrides)",
         if threads == 1 { "" } else { "s" },
         if cores == 1 { "" } else { "s" },
     );
@@ -105,6 +106,9 @@ mod tests {
         assert_eq!(default_jobs("cpu", Some(4), 16, 9).0, 4);
         assert_eq!(default_jobs("cpu", Some(4), 2, 9).0, 1);
         assert_eq!(default_jobs("cuda:0", None, 16, 9).0, 1);
+        let why = default_jobs("cpu", None, 16, 36).1;
+        assert!(why.contains("16 at once x 1 thread"), "{why}");
+        assert!(why.contains("bench --split"), "names how to measure: {why}");
         assert!(
             default_jobs("cpu", None, 2, 9)
                 .1

@@ -6,9 +6,12 @@
 //! reports the median and quartiles of its step times and, paired round by round, its ratio
 //! to the first case of its size (the baseline). With `--against`, another build runs every
 //! case too, its child stepping beside this build's of the same case, for before-and-after
-//! comparisons that the machine's drift between two runs would otherwise swamp.
+//! comparisons that the machine's drift between two runs would otherwise swamp. With
+//! `--split`, it measures instead how a sweep should share the CPU's cores between runs at
+//! once and threads per run (`split.rs`).
 
 mod child;
+mod split;
 mod table;
 
 use std::path::{Path, PathBuf};
@@ -71,6 +74,14 @@ pub struct BenchArgs {
     /// Print the results as JSON instead of a table, with every round's step and ratio.
     #[arg(long)]
     pub json: bool,
+    /// Measure how a sweep should share this machine's CPU cores: the training tokens/s of
+    /// every split into runs at once x threads per run (the runner's default, one
+    /// single-thread run per core, and each thread count that divides the cores), all runs
+    /// of a split stepping together, --steps rounds, the splits in turn; with --sizes, at
+    /// the sweep's sizes and arms, the runs at once capped by its runs. Prints the
+    /// `--jobs`/`--threads` to train with where a split beats the default measurably.
+    #[arg(long)]
+    pub split: bool,
     /// Internal: serve one case (JSON) to a parent bench.
     #[arg(long, hide = true)]
     pub serve: Option<String>,
@@ -154,12 +165,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             other.display()
         )));
     }
+    if args.split {
+        split::check_args(&args)?;
+    }
     let groups = match &args.sizes {
         Some(path) => sweep_cases(&args, path)?,
         None => vec![reference_cases(&args)],
     };
+    if args.split {
+        return run_split(&args, &groups);
+    }
+    let children = if args.against.is_some() { 2 } else { 1 };
     for cases in &groups {
-        check_memory(&args, cases)?;
+        check_memory(&args, cases, children)?;
     }
     let backends = if args.backend.is_empty() {
         BackendKind::compiled()
@@ -214,18 +232,66 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses a size whose cases cannot train at once here: every case of a size (two with
-/// `--against`) lives in a process of its own for the whole of that size's rounds, so their
-/// memory adds up (`plan`'s estimate, docs/cost.md; on a GPU it runs high for the baseline
-/// and Block and low for Full, docs/gpu.md).
-fn check_memory(args: &BenchArgs, cases: &[Case]) -> anyhow::Result<()> {
+/// `bench --split`: every split at every size, per backend, as a table or JSON.
+fn run_split(args: &BenchArgs, groups: &[Vec<Case>]) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runs = match &args.sizes {
+        Some(path) => Some(
+            Sweep::load(path)
+                .map_err(|e| InputError(e.to_string()))?
+                .runs
+                .len(),
+        ),
+        None => None,
+    };
+    let splits = split::splits(cores, runs.unwrap_or(usize::MAX));
+    let children: usize = splits.iter().map(|s| s.jobs).sum();
+    for cases in groups {
+        check_memory(args, cases, children)?;
+    }
+    let backends = if args.backend.is_empty() {
+        BackendKind::compiled()
+    } else {
+        args.backend.clone()
+    };
+    for backend in backends {
+        let mut rows = Vec::new();
+        for cases in groups {
+            rows.extend(
+                split::measure_size(args, backend, cases, &splits)
+                    .with_context(|| format!("measuring the splits at size {}", cases[0].size))?,
+            );
+        }
+        let report = split::SplitReport {
+            machine: backend::cpu_model(),
+            cores,
+            backend: backend.name().into(),
+            precision: args.precision.name(),
+            rounds: args.steps,
+            runs,
+            rows,
+        };
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            split::print_split(&report);
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a size whose cases cannot train at once here: every case of a size lives in
+/// `children` processes of its own (two with `--against`; with `--split`, one per run of
+/// every split) for the whole of that size's rounds, so their memory adds up (`plan`'s
+/// estimate, docs/cost.md; on a GPU it runs high for the baseline and Block and low for
+/// Full, docs/gpu.md).
+fn check_memory(args: &BenchArgs, cases: &[Case], children: usize) -> anyhow::Result<()> {
     if args.inference {
         return Ok(());
     }
     let Some(limit) = crate::runner::capacity::memory_limit(&args.device, 1) else {
         return Ok(());
     };
-    let children = if args.against.is_some() { 2 } else { 1 };
     let need: f64 = cases
         .iter()
         .map(|c| c.training_memory().total())
