@@ -38,8 +38,9 @@ pub fn memory_limit(device: &str, jobs: usize) -> Option<MemoryLimit> {
 /// On a CPU, one single-threaded run per core: on this project's 2-core machine two
 /// one-thread runs side by side trained the quick sweep faster than one run on both cores
 /// (docs/performance.md, "Jobs or threads"), because these small models use a second thread
-/// poorly. Other core counts keep the rule unmeasured; `bench --split` measures them. With `--threads T`, `cores / T` runs. On a GPU, one run at a time (`--jobs N`
-/// shares it). `runs` caps the count; memory is checked by the caller.
+/// poorly; other core counts keep the rule unmeasured (`bench --split` measures them). With
+/// `--threads T`, `cores / T` runs. On a GPU, one run at a time (`--jobs N` shares it).
+/// `runs` caps the count; memory is checked by the caller.
 pub fn default_jobs(
     device: &str,
     threads: Option<usize>,

@@ -179,12 +179,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     for cases in &groups {
         check_memory(&args, cases, children)?;
     }
-    let backends = if args.backend.is_empty() {
-        BackendKind::compiled()
-    } else {
-        args.backend.clone()
-    };
-    for backend in backends {
+    for backend in backends(&args) {
         let device = backend::device(backend, &args.device)?;
         backend::set_precision(backend, &device, args.precision)?;
         // Probed before and after the cases, the better of the two: one probe taken while
@@ -232,6 +227,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The backends asked for, or every one compiled in.
+fn backends(args: &BenchArgs) -> Vec<BackendKind> {
+    if args.backend.is_empty() {
+        BackendKind::compiled()
+    } else {
+        args.backend.clone()
+    }
+}
+
 /// `bench --split`: every split at every size, per backend, as a table or JSON.
 fn run_split(args: &BenchArgs, groups: &[Vec<Case>]) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -249,12 +253,7 @@ fn run_split(args: &BenchArgs, groups: &[Vec<Case>]) -> anyhow::Result<()> {
     for cases in groups {
         check_memory(args, cases, children)?;
     }
-    let backends = if args.backend.is_empty() {
-        BackendKind::compiled()
-    } else {
-        args.backend.clone()
-    };
-    for backend in backends {
+    for backend in backends(args) {
         let mut rows = Vec::new();
         for cases in groups {
             rows.extend(
