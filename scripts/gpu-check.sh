@@ -4,7 +4,8 @@
 # a CPU run's, step by step) and in bf16; a run killed with SIGKILL and resumed on the GPU
 # matches an uninterrupted one, which matches a second uninterrupted one; `bench` times
 # training at the reference size and at gpu-scaling's sizes (f32, bf16, f32 with TF32
-# matmuls) and inference; and the gpu-scaling sweep trains its first size end to end. Each
+# matmuls) and inference; the gpu-scaling sweep trains its first size end to end; and
+# `bench --split` measures how a sweep should share the machine's CPU cores. Each
 # check has a time limit, and the ones that no longer fit in TOTAL_S are skipped and say so.
 #
 #   scripts/gpu-check.sh BINARY OUT_DIR [TOTAL_S]
@@ -140,8 +141,32 @@ sizes_sweep() {
     echo "$file"
 }
 
-export B W D
-export -f losses kill_resume bf16_smoke smoke_vs_cpu
+# How a sweep should split this machine's CPU cores into runs at once x threads per run
+# (issue 13: "on 16 cores, which split"), at micro with 18 runs, so that the default's one
+# single-thread run per core is not capped below the cores (up to 18 cores).
+cpu_split() {
+    cat >"$W/split.yaml" <<'YAML'
+name: split
+data: {corpus: shakespeare, tokenizer: byte}
+model: {context: 128, head_dim: 32}
+sizes: [micro]
+residual: [baseline, full, {variant: block, block_size: 2}]
+seeds: [0, 1, 2, 3, 4, 5]
+train: {batch_size: 16, lr: 0.003, budget: {tokens: 1.0e6}}
+YAML
+    "$B" bench --backend tch --device cpu --split --sizes "$W/split.yaml" --steps 10 --json >"$OUT/split.json" &&
+        python3 - "$OUT/split.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{r['cores']} cores, {r['machine']}")
+for x in r["rows"]:
+    print(f"{x['size']} {x['jobs']} x {x['threads']}: {x['tokens_per_s_median']:.0f} tokens/s, "
+          f"{x['vs_default_median']:.3f}x [{x['vs_default_ci_low']:.3f}, {x['vs_default_ci_high']:.3f}]")
+PY
+}
+
+export B W D OUT
+export -f losses kill_resume bf16_smoke smoke_vs_cpu cpu_split
 say "attnres GPU check, $(date -u +%FT%TZ), binary $B"
 # The GPU's load second by second (SM and memory %), to tell a step bound by the host
 # issuing kernels from one bound by the GPU: set its clock times against the log's.
@@ -166,6 +191,7 @@ check bench-bf16-xl-xxl 90 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")" --precision 
 check bench-tf32-medium-large 50 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "medium, large")"
 check bench-tf32-xl-xxl 90 env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${BENCH[@]}" "$(sizes_sweep "xl, xxl")"
 check gpu-scaling-medium 120 bash -c "'$B' run sweeps/gpu-scaling.yaml --device '$D' --results '$W/r' --filter size=medium && '$B' status sweeps/gpu-scaling.yaml --results '$W/r'"
+check cpu-split 180 bash -c cpu_split
 say "== done at $(elapsed) s ($(date -u +%T) UTC)"
 [[ -n ${DMON:-} ]] && kill "$DMON" 2>/dev/null
 (cd "$W" && find . \( -name steps.csv -o -name summary.json -o -name status.json -o -name spec.json \) -print0 |
