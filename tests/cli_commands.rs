@@ -288,6 +288,7 @@ fn bench_split_measures_every_split_of_the_cores_against_the_default() {
     let cores = std::thread::available_parallelism().unwrap().get();
     assert_eq!(report["cores"], cores);
     assert_eq!(report["runs"], 4, "the tiny sweep's runs cap the jobs");
+    assert_eq!(report["sweep_tokens"], 16000.0, "4 runs of 4000 tokens");
     let rows = report["rows"].as_array().unwrap();
     let splits: Vec<(u64, u64)> = rows
         .iter()
@@ -310,7 +311,7 @@ fn bench_split_measures_every_split_of_the_cores_against_the_default() {
     };
     let default = floats(&rows[0]["tokens_per_s"]);
     for (i, r) in rows.iter().enumerate() {
-        assert_eq!(r["size"], "nano");
+        assert_eq!(r["size"], "nano", "one size: no whole-sweep rows");
         assert_eq!(r["default"], i == 0, "{r}");
         let (rates, ratios) = (floats(&r["tokens_per_s"]), floats(&r["vs_default_rounds"]));
         assert_eq!((rates.len(), ratios.len()), (6, 6), "{r}");
@@ -327,7 +328,9 @@ fn bench_split_measures_every_split_of_the_cores_against_the_default() {
     }
     let text = ok(&[&split[..], &["--steps", "2"]].concat());
     assert!(
-        text.contains("(default)") && text.lines().any(|l| l.starts_with("nano: ")),
+        text.contains("(default)")
+            && text.lines().any(|l| l.starts_with("nano: "))
+            && text.contains("the sweep's 16,000 training tokens: about"),
         "a table and a verdict for the size:\n{text}"
     );
     for (flag, why) in [
@@ -383,7 +386,7 @@ fn bench_takes_a_sweeps_sizes_and_times_inference_as_json() {
         "one row per arm of the sweep's one size"
     );
     for r in rows {
-        assert_eq!(r["size"], "nano");
+        assert_eq!(r["size"], "nano", "one size: no whole-sweep rows");
         assert_eq!(r["steps"], 6);
         assert_eq!(r["context"], 48);
         let q = |k: &str| r[k].as_f64().unwrap();

@@ -239,15 +239,22 @@ fn backends(args: &BenchArgs) -> Vec<BackendKind> {
 /// `bench --split`: every split at every size, per backend, as a table or JSON.
 fn run_split(args: &BenchArgs, groups: &[Vec<Case>]) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runs = match &args.sizes {
-        Some(path) => Some(
-            Sweep::load(path)
-                .map_err(|e| InputError(e.to_string()))?
-                .runs
-                .len(),
-        ),
+    let sweep = match &args.sizes {
+        Some(path) => Some(Sweep::load(path).map_err(|e| InputError(e.to_string()))?),
         None => None,
     };
+    let runs = sweep.as_ref().map(|s| s.runs.len());
+    // Each size's training tokens in the sweep, in the order of `groups`.
+    let tokens: Option<Vec<f64>> = sweep.as_ref().map(|sweep| {
+        groups
+            .iter()
+            .map(|cases| {
+                let size = &cases[0].size;
+                let runs = sweep.runs.iter().filter(|r| &r.size == size);
+                runs.map(|r| r.spec.budget_tokens()).sum()
+            })
+            .collect()
+    });
     let splits = split::splits(cores, runs.unwrap_or(usize::MAX));
     let children: usize = splits.iter().map(|s| s.jobs).sum();
     for cases in groups {
@@ -261,6 +268,10 @@ fn run_split(args: &BenchArgs, groups: &[Vec<Case>]) -> anyhow::Result<()> {
                     .with_context(|| format!("measuring the splits at size {}", cases[0].size))?,
             );
         }
+        if let Some(tokens) = tokens.as_ref().filter(|t| t.len() > 1) {
+            let whole = split::whole_sweep(&rows, &splits, tokens);
+            rows.extend(whole);
+        }
         let report = split::SplitReport {
             machine: backend::cpu_model(),
             cores,
@@ -268,6 +279,7 @@ fn run_split(args: &BenchArgs, groups: &[Vec<Case>]) -> anyhow::Result<()> {
             precision: args.precision.name(),
             rounds: args.steps,
             runs,
+            sweep_tokens: tokens.as_ref().map(|t| t.iter().sum()),
             rows,
         };
         if args.json {

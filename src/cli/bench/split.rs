@@ -87,6 +87,10 @@ pub(super) struct SplitReport {
     pub(super) rounds: usize,
     /// Runs of the sweep (what caps the jobs), if a sweep was given.
     pub(super) runs: Option<usize>,
+    /// The sweep's training tokens, all runs together, if a sweep was given.
+    pub(super) sweep_tokens: Option<f64>,
+    /// A row per (size, split), then, with a sweep of several sizes, one per split for the
+    /// whole sweep (size `sweep`, [`whole_sweep`]).
     pub(super) rows: Vec<SplitRow>,
 }
 
@@ -173,6 +177,39 @@ pub(super) fn measure_size(
         .map(|(s, (split, rates))| row(&cases[0].size, *split, s == 0, rates, &tokens_per_s[0]))
         .collect())
 }
+
+/// The whole sweep's row per split, from the sizes' rows (`rows`, size after size, each with
+/// every split in `splits`' order) and each size's training tokens in the sweep (`tokens`,
+/// in the same order of sizes): in each round, the sweep's tokens over the time its sizes'
+/// tokens take at that round's tokens/s, an estimate that leaves out the sweep's tail, where
+/// fewer runs than jobs are left, and its evaluations and checkpoints.
+pub(super) fn whole_sweep(rows: &[SplitRow], splits: &[Split], tokens: &[f64]) -> Vec<SplitRow> {
+    let total: f64 = tokens.iter().sum();
+    let rates: Vec<Vec<f64>> = (0..splits.len())
+        .map(|s| {
+            let rounds = rows[s].tokens_per_s.len();
+            (0..rounds)
+                .map(|r| {
+                    let seconds: f64 = tokens
+                        .iter()
+                        .enumerate()
+                        .map(|(size, t)| t / rows[size * splits.len() + s].tokens_per_s[r])
+                        .sum();
+                    total / seconds
+                })
+                .collect()
+        })
+        .collect();
+    splits
+        .iter()
+        .zip(&rates)
+        .enumerate()
+        .map(|(s, (split, r))| row(WHOLE_SWEEP, *split, s == 0, r, &rates[0]))
+        .collect()
+}
+
+/// The size name of [`whole_sweep`]'s rows.
+pub(super) const WHOLE_SWEEP: &str = "sweep";
 
 /// One window of a split: every job steps its arms in turn from arm `start + job`, all at
 /// once, until `deadline` (or, with none, once per arm). Returns the split's tokens a second
@@ -368,11 +405,34 @@ pub(super) fn print_split(r: &SplitReport) {
          as independent; every round in --json)\n",
         r.rounds
     );
+    if r.rows.iter().any(|row| row.size == WHOLE_SWEEP) {
+        println!(
+            "sweep: per round, the sweep's training tokens over the time its sizes' tokens \
+             take at their tokens/s in that split (an estimate: it leaves out the tail, where \
+             fewer runs than jobs are left, and the evaluations and checkpoints)\n"
+        );
+    }
     let mut sizes: Vec<&str> = r.rows.iter().map(|row| row.size.as_str()).collect();
     sizes.dedup();
     for size in sizes {
         let rows: Vec<&SplitRow> = r.rows.iter().filter(|row| row.size == size).collect();
         println!("{}", verdict(&rows));
+    }
+    // The whole sweep's rows, or with one size its rows.
+    let whole = r.rows.iter().any(|row| row.size == WHOLE_SWEEP);
+    let best = r
+        .rows
+        .iter()
+        .filter(|row| !whole || row.size == WHOLE_SWEEP)
+        .max_by(|a, b| a.tokens_per_s_median.total_cmp(&b.tokens_per_s_median));
+    if let (Some(tokens), Some(best)) = (r.sweep_tokens, best) {
+        println!(
+            "the sweep's {} training tokens: about {} of training steps with {} x {}",
+            crate::fmt::thousands(tokens.round() as u64),
+            super::super::speed::duration(tokens / best.tokens_per_s_median),
+            best.jobs,
+            best.threads
+        );
     }
 }
 
@@ -418,6 +478,30 @@ mod tests {
     fn row_of(jobs: usize, threads: usize, rates: &[f64], default: &[f64]) -> SplitRow {
         let is_default = rates == default;
         row("micro", split(jobs, threads), is_default, rates, default)
+    }
+
+    #[test]
+    fn the_whole_sweep_adds_up_each_sizes_time_round_by_round() {
+        let splits = [split(2, 1), split(1, 2)];
+        // Two sizes, two splits, two rounds: the default at 100 and 50 tokens/s, the other
+        // at 50 and 100 in round 0, 100 and 100 in round 1.
+        let rows = [
+            row("a", splits[0], true, &[100.0, 100.0], &[100.0, 100.0]),
+            row("a", splits[1], false, &[50.0, 100.0], &[100.0, 100.0]),
+            row("b", splits[0], true, &[50.0, 50.0], &[50.0, 50.0]),
+            row("b", splits[1], false, &[100.0, 100.0], &[50.0, 50.0]),
+        ];
+        // 1000 tokens at size a, 3000 at b.
+        let whole = whole_sweep(&rows, &splits, &[1000.0, 3000.0]);
+        assert_eq!(whole.len(), 2);
+        assert!(whole.iter().all(|r| r.size == WHOLE_SWEEP));
+        // The default: 10 s + 60 s for 4000 tokens, both rounds.
+        assert_eq!(whole[0].tokens_per_s, [4000.0 / 70.0, 4000.0 / 70.0]);
+        // The other: 20 s + 30 s, then 10 s + 30 s.
+        assert_eq!(whole[1].tokens_per_s, [4000.0 / 50.0, 4000.0 / 40.0]);
+        assert!(whole[0].default && !whole[1].default);
+        let ratios = &whole[1].vs_default_rounds;
+        assert!((ratios[0] - 70.0 / 50.0).abs() < 1e-12 && (ratios[1] - 70.0 / 40.0).abs() < 1e-12);
     }
 
     #[test]
