@@ -155,6 +155,15 @@ fn model_json_has_counts_per_variant() {
     assert_ne!(rows[0], rows[1]);
 }
 
+/// A JSON array of numbers.
+fn floats(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
 /// `bench` at a reference size small enough for a test: 2 timed steps.
 const TINY_BENCH: [&str; 13] = [
     "bench",
@@ -221,13 +230,6 @@ fn bench_against_another_binary_pairs_every_case() {
         // Each round's ratio is this row's step over its pair's in the same round: this
         // binary's same case for an `--against` row, else the baseline.
         let paired = if i % 2 == 1 { &rows[i - 1] } else { &rows[0] };
-        let floats = |v: &serde_json::Value| -> Vec<f64> {
-            v.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap())
-                .collect()
-        };
         let (mine, theirs) = (floats(&r["step_s"]), floats(&paired["step_s"]));
         let rounds = floats(&r["vs_baseline_rounds"]);
         assert_eq!((mine.len(), rounds.len()), (2, 2), "row {i}: {r}");
@@ -302,13 +304,6 @@ fn bench_split_measures_every_split_of_the_cores_against_the_default() {
         }
     }
     assert_eq!(splits, want, "{out}");
-    let floats = |v: &serde_json::Value| -> Vec<f64> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect()
-    };
     let default = floats(&rows[0]["tokens_per_s"]);
     for (i, r) in rows.iter().enumerate() {
         assert_eq!(r["size"], "nano", "one size: no whole-sweep rows");
