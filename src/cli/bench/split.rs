@@ -90,7 +90,7 @@ pub(super) struct SplitReport {
     /// The sweep's training tokens, all runs together, if a sweep was given.
     pub(super) sweep_tokens: Option<f64>,
     /// A row per (size, split), then, with a sweep of several sizes, one per split for the
-    /// whole sweep (size `sweep`, [`whole_sweep`]).
+    /// whole sweep (size `all sizes`, [`whole_sweep`]).
     pub(super) rows: Vec<SplitRow>,
 }
 
@@ -209,7 +209,7 @@ pub(super) fn whole_sweep(rows: &[SplitRow], splits: &[Split], tokens: &[f64]) -
 }
 
 /// The size name of [`whole_sweep`]'s rows.
-pub(super) const WHOLE_SWEEP: &str = "sweep";
+pub(super) const WHOLE_SWEEP: &str = "all sizes";
 
 /// One window of a split: every job steps its arms in turn from arm `start + job`, all at
 /// once, until `deadline` (or, with none, once per arm). Returns the split's tokens a second
@@ -407,7 +407,7 @@ pub(super) fn print_split(r: &SplitReport) {
     );
     if r.rows.iter().any(|row| row.size == WHOLE_SWEEP) {
         println!(
-            "sweep: per round, the sweep's training tokens over the time its sizes' tokens \
+            "all sizes: per round, the sweep's training tokens over the time its sizes' tokens \
              take at their tokens/s in that split (an estimate: it leaves out the tail, where \
              fewer runs than jobs are left, and the evaluations and checkpoints)\n"
         );
