@@ -122,8 +122,7 @@ fn case(args: &BenchArgs, size: &str, model: ModelConfig, batch: usize) -> Case 
 
 /// One case per (size, arm) of a sweep, in sweep order: its first run's model and
 /// micro-batch (or --batch-size sequences with --inference).
-fn sweep_cases(args: &BenchArgs, path: &std::path::Path) -> anyhow::Result<Vec<Vec<Case>>> {
-    let sweep = Sweep::load(path).map_err(|e| InputError(e.to_string()))?;
+fn sweep_cases(args: &BenchArgs, sweep: &Sweep) -> Vec<Vec<Case>> {
     let mut sizes: Vec<Vec<Case>> = Vec::new();
     for run in &sweep.runs {
         let batch = if args.inference {
@@ -138,7 +137,7 @@ fn sweep_cases(args: &BenchArgs, path: &std::path::Path) -> anyhow::Result<Vec<V
             None => sizes.push(vec![c]),
         }
     }
-    Ok(sizes)
+    sizes
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -168,12 +167,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.split {
         split::check_args(&args)?;
     }
-    let groups = match &args.sizes {
-        Some(path) => sweep_cases(&args, path)?,
+    let sweep = match &args.sizes {
+        Some(path) => Some(Sweep::load(path).map_err(|e| InputError(e.to_string()))?),
+        None => None,
+    };
+    let groups = match &sweep {
+        Some(sweep) => sweep_cases(&args, sweep),
         None => vec![reference_cases(&args)],
     };
     if args.split {
-        return run_split(&args, &groups);
+        return split::run(&args, sweep.as_ref(), &groups);
     }
     let children = if args.against.is_some() { 2 } else { 1 };
     for cases in &groups {
@@ -234,61 +237,6 @@ fn backends(args: &BenchArgs) -> Vec<BackendKind> {
     } else {
         args.backend.clone()
     }
-}
-
-/// `bench --split`: every split at every size, per backend, as a table or JSON.
-fn run_split(args: &BenchArgs, groups: &[Vec<Case>]) -> anyhow::Result<()> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let sweep = match &args.sizes {
-        Some(path) => Some(Sweep::load(path).map_err(|e| InputError(e.to_string()))?),
-        None => None,
-    };
-    let runs = sweep.as_ref().map(|s| s.runs.len());
-    // Each size's training tokens in the sweep, in the order of `groups`.
-    let tokens: Option<Vec<f64>> = sweep.as_ref().map(|sweep| {
-        groups
-            .iter()
-            .map(|cases| {
-                let size = &cases[0].size;
-                let runs = sweep.runs.iter().filter(|r| &r.size == size);
-                runs.map(|r| r.spec.budget_tokens()).sum()
-            })
-            .collect()
-    });
-    let splits = split::splits(cores, runs.unwrap_or(usize::MAX));
-    let children: usize = splits.iter().map(|s| s.jobs).sum();
-    for cases in groups {
-        check_memory(args, cases, children)?;
-    }
-    for backend in backends(args) {
-        let mut rows = Vec::new();
-        for cases in groups {
-            rows.extend(
-                split::measure_size(args, backend, cases, &splits)
-                    .with_context(|| format!("measuring the splits at size {}", cases[0].size))?,
-            );
-        }
-        if let Some(tokens) = tokens.as_ref().filter(|t| t.len() > 1) {
-            let whole = split::whole_sweep(&rows, &splits, tokens);
-            rows.extend(whole);
-        }
-        let report = split::SplitReport {
-            machine: backend::cpu_model(),
-            cores,
-            backend: backend.name().into(),
-            precision: args.precision.name(),
-            rounds: args.steps,
-            runs,
-            sweep_tokens: tokens.as_ref().map(|t| t.iter().sum()),
-            rows,
-        };
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else {
-            split::print_split(&report);
-        }
-    }
-    Ok(())
 }
 
 /// Refuses a size whose cases cannot train at once here: every case of a size lives in

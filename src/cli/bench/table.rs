@@ -74,14 +74,14 @@ pub(super) struct Report {
     pub(super) rows: Vec<Row>,
 }
 
-/// `1.052x [1.031, 1.074]`: the median ratio and its interval (`-` with too few rounds).
-fn ratio_text(row: &Row) -> String {
-    let interval = if row.vs_baseline_ci_low.is_nan() {
+/// `1.052x [1.031, 1.074]`: a median ratio and its interval (`[-]` with too few rounds).
+pub(super) fn ratio_text(median: f64, low: f64, high: f64) -> String {
+    let interval = if low.is_nan() {
         "[-]".to_string()
     } else {
-        fmt_interval(row.vs_baseline_ci_low, row.vs_baseline_ci_high, 3)
+        fmt_interval(low, high, 3)
     };
-    format!("{:.3}x {interval}", row.vs_baseline_median)
+    format!("{median:.3}x {interval}")
 }
 
 /// Prints the report as a table, with a legend of what each column is.
@@ -134,7 +134,11 @@ pub(super) fn print_table(r: &Report) {
             format!("{:.2}-{:.2}", row.step_s_p25 * 1e3, row.step_s_p75 * 1e3),
             row.tokens_per_s,
             row.mfu * 100.0,
-            ratio_text(row),
+            ratio_text(
+                row.vs_baseline_median,
+                row.vs_baseline_ci_low,
+                row.vs_baseline_ci_high,
+            ),
             mem(row.peak_bytes),
             mem(Some(row.estimate_bytes)),
         );

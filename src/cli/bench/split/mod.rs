@@ -12,20 +12,22 @@
 //! round after round (in reverse order every other round, and each round starting the jobs
 //! on the next arm), so that a noisy host's drift hits them alike; each split's ratio to the
 //! runner's default (one single-thread run per core, `runner::capacity::default_jobs`) is
-//! taken round by round, with a distribution-free interval for its median.
+//! taken round by round, with a distribution-free interval for its median (`report.rs`).
+
+mod report;
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::Serialize;
 
+use self::report::{SplitReport, SplitRow, print_split, row};
 use super::child::{Case, Child};
-use super::{BenchArgs, InputError};
-use crate::analysis::stats::{LEVEL, ext_f64, fmt_interval, median_interval, percentile};
-use crate::backend::BackendKind;
+use super::{BenchArgs, InputError, backends, check_memory};
+use crate::backend::{self, BackendKind};
+use crate::spec::Sweep;
 
 /// Runs trained at once and threads per run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Split {
     pub(super) jobs: usize,
     pub(super) threads: usize,
@@ -34,7 +36,7 @@ pub(super) struct Split {
 /// The splits worth measuring on `cores` cores for a sweep of `runs` runs: the runner's
 /// default first (one single-thread run per core, at most `runs`), then every `T > 1` that
 /// divides the cores, with `cores / T` runs (at most `runs`); each once.
-pub(super) fn splits(cores: usize, runs: usize) -> Vec<Split> {
+fn splits(cores: usize, runs: usize) -> Vec<Split> {
     let (jobs, _) = crate::runner::capacity::default_jobs("cpu", None, cores, runs);
     let mut out = vec![Split { jobs, threads: 1 }];
     for threads in (2..=cores).filter(|&t| cores.is_multiple_of(t)) {
@@ -49,49 +51,60 @@ pub(super) fn splits(cores: usize, runs: usize) -> Vec<Split> {
     out
 }
 
-/// One split's measurements at one size.
-#[derive(Debug, Serialize)]
-pub(super) struct SplitRow {
-    pub(super) size: String,
-    pub(super) jobs: usize,
-    pub(super) threads: usize,
-    /// The runner's default on this machine (the first split).
-    pub(super) default: bool,
-    /// Median over rounds of the split's tokens a second (all its jobs together), and its
-    /// quartiles.
-    pub(super) tokens_per_s_median: f64,
-    pub(super) tokens_per_s_p25: f64,
-    pub(super) tokens_per_s_p75: f64,
-    /// Median over rounds of this split's tokens a second over the default's in the same
-    /// round (above 1: faster), and a distribution-free interval for it (NaN with fewer
-    /// than 6 rounds).
-    pub(super) vs_default_median: f64,
-    #[serde(with = "ext_f64")]
-    pub(super) vs_default_ci_low: f64,
-    #[serde(with = "ext_f64")]
-    pub(super) vs_default_ci_high: f64,
-    #[serde(with = "ext_f64")]
-    pub(super) vs_default_ci_coverage: f64,
-    /// Every round's tokens a second and its ratio to the default's.
-    pub(super) tokens_per_s: Vec<f64>,
-    pub(super) vs_default_rounds: Vec<f64>,
-}
-
-/// A split bench: the machine, and a row per (size, split).
-#[derive(Debug, Serialize)]
-pub(super) struct SplitReport {
-    pub(super) machine: String,
-    pub(super) cores: usize,
-    pub(super) backend: String,
-    pub(super) precision: &'static str,
-    pub(super) rounds: usize,
-    /// Runs of the sweep (what caps the jobs), if a sweep was given.
-    pub(super) runs: Option<usize>,
-    /// The sweep's training tokens, all runs together, if a sweep was given.
-    pub(super) sweep_tokens: Option<f64>,
-    /// A row per (size, split), then, with a sweep of several sizes, one per split for the
-    /// whole sweep (size `all sizes`, [`whole_sweep`]).
-    pub(super) rows: Vec<SplitRow>,
+/// `bench --split`: every split at every size (`groups`, the sizes' cases; `sweep`, the
+/// sweep they come from, if any), per backend, as a table or JSON.
+pub(super) fn run(
+    args: &BenchArgs,
+    sweep: Option<&Sweep>,
+    groups: &[Vec<Case>],
+) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runs = sweep.map(|s| s.runs.len());
+    // Each size's training tokens in the sweep, in the order of `groups`.
+    let tokens: Option<Vec<f64>> = sweep.map(|sweep| {
+        groups
+            .iter()
+            .map(|cases| {
+                let size = &cases[0].size;
+                let runs = sweep.runs.iter().filter(|r| &r.size == size);
+                runs.map(|r| r.spec.budget_tokens()).sum()
+            })
+            .collect()
+    });
+    let splits = splits(cores, runs.unwrap_or(usize::MAX));
+    let children: usize = splits.iter().map(|s| s.jobs).sum();
+    for cases in groups {
+        check_memory(args, cases, children)?;
+    }
+    for backend in backends(args) {
+        let mut rows = Vec::new();
+        for cases in groups {
+            rows.extend(
+                measure_size(args, backend, cases, &splits)
+                    .with_context(|| format!("measuring the splits at size {}", cases[0].size))?,
+            );
+        }
+        if let Some(tokens) = tokens.as_ref().filter(|t| t.len() > 1) {
+            let whole = whole_sweep(&rows, &splits, tokens);
+            rows.extend(whole);
+        }
+        let report = SplitReport {
+            machine: backend::cpu_model(),
+            cores,
+            backend: backend.name().into(),
+            precision: args.precision.name(),
+            rounds: args.steps,
+            runs,
+            sweep_tokens: tokens.as_ref().map(|t| t.iter().sum()),
+            rows,
+        };
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print_split(&report);
+        }
+    }
+    Ok(())
 }
 
 /// Refuses what `--split` cannot measure, before any child starts.
@@ -124,7 +137,7 @@ type Jobs = Vec<Vec<Child>>;
 
 /// Measures every split at one size (`cases`: its arms), `args.steps` rounds after one
 /// warm-up round.
-pub(super) fn measure_size(
+fn measure_size(
     args: &BenchArgs,
     backend: BackendKind,
     cases: &[Case],
@@ -183,7 +196,7 @@ pub(super) fn measure_size(
 /// in the same order of sizes): in each round, the sweep's tokens over the time its sizes'
 /// tokens take at that round's tokens/s, an estimate that leaves out the sweep's tail, where
 /// fewer runs than jobs are left, and its evaluations and checkpoints.
-pub(super) fn whole_sweep(rows: &[SplitRow], splits: &[Split], tokens: &[f64]) -> Vec<SplitRow> {
+fn whole_sweep(rows: &[SplitRow], splits: &[Split], tokens: &[f64]) -> Vec<SplitRow> {
     let total: f64 = tokens.iter().sum();
     let rates: Vec<Vec<f64>> = (0..splits.len())
         .map(|s| {
@@ -279,163 +292,6 @@ fn job_window(
     Ok((tokens / seconds, begun.elapsed()))
 }
 
-/// A split's row from its rounds' tokens a second and the default's.
-fn row(size: &str, split: Split, default: bool, rates: &[f64], default_rates: &[f64]) -> SplitRow {
-    let sorted = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let ratios: Vec<f64> = rates
-        .iter()
-        .zip(default_rates)
-        .map(|(a, b)| a / b)
-        .collect();
-    let t = sorted(rates.to_vec());
-    let r = sorted(ratios.clone());
-    let (ci_low, ci_high, ci_coverage) =
-        median_interval(&r, LEVEL).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
-    SplitRow {
-        size: size.into(),
-        jobs: split.jobs,
-        threads: split.threads,
-        default,
-        tokens_per_s_median: percentile(&t, 0.5),
-        tokens_per_s_p25: percentile(&t, 0.25),
-        tokens_per_s_p75: percentile(&t, 0.75),
-        vs_default_median: percentile(&r, 0.5),
-        vs_default_ci_low: ci_low,
-        vs_default_ci_high: ci_high,
-        vs_default_ci_coverage: ci_coverage,
-        tokens_per_s: rates.to_vec(),
-        vs_default_rounds: ratios,
-    }
-}
-
-/// What the rows of one size say: the fastest split and whether it beats the default by
-/// more than its interval's width.
-pub(super) fn verdict(rows: &[&SplitRow]) -> String {
-    let Some(&best) = rows
-        .iter()
-        .max_by(|a, b| a.tokens_per_s_median.total_cmp(&b.tokens_per_s_median))
-    else {
-        return String::new();
-    };
-    let name = |r: &SplitRow| format!("{} x {}", r.jobs, r.threads);
-    let size = &best.size;
-    if best.default {
-        return format!(
-            "{size}: the runner's default, {}, is the fastest split measured here",
-            name(best)
-        );
-    }
-    let ratio = format!(
-        "{:.3}x {}",
-        best.vs_default_median,
-        interval_text(best.vs_default_ci_low, best.vs_default_ci_high)
-    );
-    if best.vs_default_ci_low > 1.0 {
-        format!(
-            "{size}: {} is the fastest, {ratio} the default's tokens/s: train with \
-             --jobs {} --threads {}",
-            name(best),
-            best.jobs,
-            best.threads
-        )
-    } else {
-        format!(
-            "{size}: {} read fastest, {ratio} the default's tokens/s, an interval that does \
-             not exclude 1: no split beats the default measurably",
-            name(best)
-        )
-    }
-}
-
-fn interval_text(low: f64, high: f64) -> String {
-    if low.is_nan() {
-        "[-]".into()
-    } else {
-        fmt_interval(low, high, 3)
-    }
-}
-
-/// Prints the report as a table, with a legend and each size's verdict.
-pub(super) fn print_split(r: &SplitReport) {
-    println!(
-        "{} on cpu ({}, {} cores), {} training: splits of the cores into runs at once x threads \
-         per run{}",
-        r.backend,
-        r.machine,
-        r.cores,
-        r.precision,
-        r.runs.map_or(String::new(), |n| format!(
-            " (jobs at most the sweep's {n} runs)"
-        ))
-    );
-    println!(
-        "{:<10} {:<16} {:>10} {:>17} {:>24}",
-        "size", "jobs x threads", "tokens/s", "IQR tokens/s", "vs default [95% CI]"
-    );
-    for row in &r.rows {
-        let split = format!(
-            "{} x {}{}",
-            row.jobs,
-            row.threads,
-            if row.default { " (default)" } else { "" }
-        );
-        println!(
-            "{:<10} {:<16} {:>10.0} {:>17} {:>24}",
-            row.size,
-            split,
-            row.tokens_per_s_median,
-            format!("{:.0}-{:.0}", row.tokens_per_s_p25, row.tokens_per_s_p75),
-            format!(
-                "{:.3}x {}",
-                row.vs_default_median,
-                interval_text(row.vs_default_ci_low, row.vs_default_ci_high)
-            ),
-        );
-    }
-    println!(
-        "\ntokens/s: median over {} rounds of the split's training tokens a second, all its \
-         runs together, each run stepping the size's arms in turn (a child process per arm, \
-         each request an untimed step and a timed sample) and counting the samples that \
-         ended while every run of the split was stepping; the splits take turns round by \
-         round; vs default: median of the per-round ratio to the default's tokens/s (above \
-         1: faster), with a distribution-free 95% interval (order statistics, rounds taken \
-         as independent; every round in --json)\n",
-        r.rounds
-    );
-    if r.rows.iter().any(|row| row.size == WHOLE_SWEEP) {
-        println!(
-            "all sizes: per round, the sweep's training tokens over the time its sizes' tokens \
-             take at their tokens/s in that split (an estimate: it leaves out the tail, where \
-             fewer runs than jobs are left, and the evaluations and checkpoints)\n"
-        );
-    }
-    let mut sizes: Vec<&str> = r.rows.iter().map(|row| row.size.as_str()).collect();
-    sizes.dedup();
-    for size in sizes {
-        let rows: Vec<&SplitRow> = r.rows.iter().filter(|row| row.size == size).collect();
-        println!("{}", verdict(&rows));
-    }
-    // The whole sweep's rows, or with one size its rows.
-    let whole = r.rows.iter().any(|row| row.size == WHOLE_SWEEP);
-    let best = r
-        .rows
-        .iter()
-        .filter(|row| !whole || row.size == WHOLE_SWEEP)
-        .max_by(|a, b| a.tokens_per_s_median.total_cmp(&b.tokens_per_s_median));
-    if let (Some(tokens), Some(best)) = (r.sweep_tokens, best) {
-        println!(
-            "the sweep's {} training tokens: about {} of training steps with {} x {}",
-            crate::fmt::thousands(tokens.round() as u64),
-            super::super::speed::duration(tokens / best.tokens_per_s_median),
-            best.jobs,
-            best.threads
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,11 +331,6 @@ mod tests {
         assert_eq!(splits(1, 9), [split(1, 1)]);
     }
 
-    fn row_of(jobs: usize, threads: usize, rates: &[f64], default: &[f64]) -> SplitRow {
-        let is_default = rates == default;
-        row("micro", split(jobs, threads), is_default, rates, default)
-    }
-
     #[test]
     fn the_whole_sweep_adds_up_each_sizes_time_round_by_round() {
         let splits = [split(2, 1), split(1, 2)];
@@ -502,34 +353,5 @@ mod tests {
         assert!(whole[0].default && !whole[1].default);
         let ratios = &whole[1].vs_default_rounds;
         assert!((ratios[0] - 70.0 / 50.0).abs() < 1e-12 && (ratios[1] - 70.0 / 40.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn the_verdict_names_a_faster_split_only_when_its_interval_excludes_one() {
-        let default: Vec<f64> = (0..10).map(|i| 100.0 + i as f64).collect();
-        let base = row_of(2, 1, &default, &default);
-        assert!(base.default && base.vs_default_median == 1.0);
-        // Clearly faster every round.
-        let fast: Vec<f64> = default.iter().map(|d| d * 1.2).collect();
-        let v = verdict(&[&base, &row_of(1, 2, &fast, &default)]);
-        assert!(
-            v.contains("1 x 2 is the fastest") && v.contains("--jobs 1 --threads 2"),
-            "{v}"
-        );
-        // Faster in the median, but slower in half the rounds: not measurably.
-        let mixed: Vec<f64> = default
-            .iter()
-            .enumerate()
-            .map(|(i, d)| if i % 2 == 0 { d * 1.3 } else { d * 0.95 })
-            .collect();
-        let v = verdict(&[&base, &row_of(1, 2, &mixed, &default)]);
-        assert!(v.contains("no split beats the default measurably"), "{v}");
-        // The default fastest.
-        let slow: Vec<f64> = default.iter().map(|d| d * 0.7).collect();
-        let v = verdict(&[&base, &row_of(1, 2, &slow, &default)]);
-        assert!(
-            v.contains("the runner's default, 2 x 1, is the fastest"),
-            "{v}"
-        );
     }
 }
