@@ -8,7 +8,7 @@
 //! case too, its child stepping beside this build's of the same case, for before-and-after
 //! comparisons that the machine's drift between two runs would otherwise swamp. With
 //! `--split`, it measures instead how a sweep should share the CPU's cores between runs at
-//! once and threads per run (`split.rs`).
+//! once and threads per run (`split/`).
 
 mod child;
 mod split;
