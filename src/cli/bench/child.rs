@@ -178,9 +178,23 @@ pub struct Child {
 }
 
 impl Child {
-    /// Starts `attnres bench --serve` for `case` in `binary` (this attnres binary when
-    /// `None`) and waits until it has built its model.
-    pub fn spawn(
+    /// Starts `attnres bench --serve` for every `(case, binary)` (`binary`: this attnres
+    /// binary when `None`) at once, then waits until each has built its model, so that many
+    /// children (93 for `--split` on 16 cores) load libtorch side by side, not in turn.
+    pub fn spawn_all(
+        kind: BackendKind,
+        device: &str,
+        cases: Vec<(Case, Option<&std::path::Path>)>,
+    ) -> anyhow::Result<Vec<Self>> {
+        let started = cases
+            .into_iter()
+            .map(|(case, binary)| Self::start(kind, device, case, binary))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        started.into_iter().map(Self::ready).collect()
+    }
+
+    /// Starts the child's process without waiting for it.
+    fn start(
         kind: BackendKind,
         device: &str,
         case: Case,
@@ -199,17 +213,21 @@ impl Child {
             .context("starting a benchmark child process")?;
         let stdin = process.stdin.take().context("the child's stdin")?;
         let stdout = std::io::BufReader::new(process.stdout.take().context("the child's stdout")?);
-        let mut child = Self {
+        Ok(Self {
             process,
             stdin,
             stdout,
             case,
-        };
-        let ready = child.read_line()?;
+        })
+    }
+
+    /// Waits for a started child's `ready`: its model is built.
+    fn ready(mut self) -> anyhow::Result<Self> {
+        let ready = self.read_line()?;
         if ready != "ready" {
-            bail!("bench child for {}: said `{ready}`", child.case.label);
+            bail!("bench child for {}: said `{ready}`", self.case.label);
         }
-        Ok(child)
+        Ok(self)
     }
 
     fn read_line(&mut self) -> anyhow::Result<String> {

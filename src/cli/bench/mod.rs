@@ -297,12 +297,11 @@ fn measure_group(
         .chain(args.against.as_deref().map(Some))
         .collect();
     let per_case = binaries.len();
-    let mut children = Vec::new();
-    for case in cases {
-        for &binary in &binaries {
-            children.push(Child::spawn(backend, &args.device, case.clone(), binary)?);
-        }
-    }
+    let wanted = cases
+        .iter()
+        .flat_map(|case| binaries.iter().map(|&binary| (case.clone(), binary)))
+        .collect();
+    let mut children = Child::spawn_all(backend, &args.device, wanted)?;
     let mut times = vec![Vec::with_capacity(args.steps); children.len()];
     // One warm-up round: each case's first two steps.
     for round in 0..args.steps + 1 {

@@ -143,22 +143,28 @@ fn measure_size(
     cases: &[Case],
     splits: &[Split],
 ) -> anyhow::Result<Vec<SplitRow>> {
-    let mut children: Vec<Jobs> = Vec::new();
+    let mut wanted = Vec::new();
     for split in splits {
-        let mut jobs = Vec::new();
         for _ in 0..split.jobs {
-            let mut arms = Vec::new();
             for case in cases {
                 let case = Case {
                     threads: Some(split.threads),
                     ..case.clone()
                 };
-                arms.push(Child::spawn(backend, &args.device, case, None)?);
+                wanted.push((case, None));
             }
-            jobs.push(arms);
         }
-        children.push(jobs);
     }
+    // All of them started at once, then dealt out split by split, job by job.
+    let mut started = Child::spawn_all(backend, &args.device, wanted)?.into_iter();
+    let mut children: Vec<Jobs> = splits
+        .iter()
+        .map(|split| {
+            (0..split.jobs)
+                .map(|_| started.by_ref().take(cases.len()).collect())
+                .collect()
+        })
+        .collect();
     // The warm-up round: every job steps each of its arms once, and the slowest job's time
     // sets the split's window.
     let mut windows = Vec::new();
