@@ -57,8 +57,11 @@ test: setup data
 # the reference size and at the scaling sweep's sizes (nano to mini), into benches/cpu.txt
 # (README, Performance). BENCH_STEPS rounds per case: 20 take about 8 minutes; 60 narrow the
 # ratios' intervals enough to judge a goal (docs/performance.md, "Session 17").
+# BENCH_PROCESSES fresh children per case share those rounds: a process keeps a speed of
+# its own, a point or two, that only several put into the intervals ("Session 32").
 BENCH_STEPS ?= 20
-BENCH = $(BIN) bench --backend tch --steps $(BENCH_STEPS)
+BENCH_PROCESSES ?= 1
+BENCH = $(BIN) bench --backend tch --steps $(BENCH_STEPS) --processes $(BENCH_PROCESSES)
 bench: build
 	mkdir -p benches
 	{ $(BENCH) && \

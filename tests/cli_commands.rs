@@ -251,6 +251,38 @@ fn bench_against_another_binary_pairs_every_case() {
     assert!(err.contains("--against /nonexistent/attnres"), "{err}");
 }
 
+/// `--processes` shares the rounds out among fresh children of every case: every row keeps
+/// all its rounds, each round's ratio still paired with the baseline's same round; more
+/// processes than rounds are refused with exit 2.
+#[test]
+fn bench_shares_its_rounds_among_fresh_processes() {
+    let out = ok(&[&TINY_BENCH[..], &["--processes", "2", "--json"]].concat());
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(report["processes"], 2, "{report}");
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{report}");
+    let base = floats(&rows[0]["step_s"]);
+    for r in rows {
+        assert_eq!(r["steps"], 2, "{r}");
+        assert!(r["peak_bytes"].as_f64().unwrap() > 0.0, "{r}");
+        let (mine, rounds) = (floats(&r["step_s"]), floats(&r["vs_baseline_rounds"]));
+        for k in 0..2 {
+            let want = mine[k] / base[k];
+            assert!((rounds[k] - want).abs() <= 1e-12 * want, "round {k}: {r}");
+        }
+    }
+    let text = ok(&[&TINY_BENCH[..], &["--processes", "2"]].concat());
+    assert!(
+        text.contains("from 2 successive processes of each case"),
+        "{text}"
+    );
+    let err = refused(&[&TINY_BENCH[..], &["--processes", "3"]].concat());
+    assert!(
+        err.contains("--processes 3") && err.contains("--steps (2)"),
+        "{err}"
+    );
+}
+
 /// A size whose cases cannot all be alive at once here is refused with exit 2 before any
 /// child starts, naming the size and what to change.
 #[test]
@@ -332,6 +364,7 @@ fn bench_split_measures_every_split_of_the_cores_against_the_default() {
         ("--inference", "it measures training"),
         ("--threads=2", "it chooses the threads per run itself"),
         ("--device=cuda:0", "it shares CPU cores"),
+        ("--processes=2", "its runs keep their processes"),
     ] {
         let err = refused(&[&split[..], &[flag]].concat());
         assert!(err.contains(why), "{flag}: {err}");

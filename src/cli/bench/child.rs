@@ -45,7 +45,7 @@ impl Case {
 }
 
 /// What a child says when it ends.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ended {
     /// Peak memory of the child where it can be told: on a CPU its peak resident memory, on
     /// a GPU what `nvidia-smi` shows it holding at the end (CUDA context and libtorch's

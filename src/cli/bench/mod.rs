@@ -71,6 +71,12 @@ pub struct BenchArgs {
     /// here, round by round. It must serve bench's children as this build does.
     #[arg(long, value_name = "BINARY")]
     pub against: Option<PathBuf>,
+    /// Start every case's child afresh this many times, the rounds shared out among them
+    /// (each start warmed up again). A process keeps a speed of its own for all its rounds,
+    /// a point or two either way (docs/performance.md, "Session 32"), which one process per
+    /// case leaves out of the intervals; several put it into the rounds' spread.
+    #[arg(long, default_value_t = 1)]
+    pub processes: usize,
     /// Print the results as JSON instead of a table, with every round's step and ratio.
     #[arg(long)]
     pub json: bool,
@@ -164,6 +170,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             other.display()
         )));
     }
+    if args.processes < 1 || args.processes > args.steps {
+        anyhow::bail!(InputError(format!(
+            "--processes {}: give 1 to --steps ({}), the rounds being shared out among them",
+            args.processes, args.steps
+        )));
+    }
     if args.split {
         split::check_args(&args)?;
     }
@@ -219,6 +231,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             matmul_peak_flops: peak,
             matmul_peak_probes: probes,
             matmul_peak_size: peak_size,
+            processes: args.processes,
             rows,
         };
         if args.json {
@@ -286,8 +299,9 @@ struct Measured {
 }
 
 /// Starts one child per case (two with `--against`: this binary's, then the other's),
-/// warms each up with 2 steps, then runs `args.steps` rounds in which every child steps
-/// twice (untimed, then timed), in turn; a case's two children swap places every round.
+/// warms each up with 2 steps, then runs rounds in which every child steps twice
+/// (untimed, then timed), in turn; a case's two children swap places every round. With
+/// `--processes P`, `args.steps` rounds in all, in P parts, each with children of its own.
 fn measure_group(
     args: &BenchArgs,
     backend: BackendKind,
@@ -297,29 +311,54 @@ fn measure_group(
         .chain(args.against.as_deref().map(Some))
         .collect();
     let per_case = binaries.len();
-    let wanted = cases
-        .iter()
-        .flat_map(|case| binaries.iter().map(|&binary| (case.clone(), binary)))
-        .collect();
-    let mut children = Child::spawn_all(backend, &args.device, wanted)?;
-    let mut times = vec![Vec::with_capacity(args.steps); children.len()];
-    // One warm-up round: each case's first two steps.
-    for round in 0..args.steps + 1 {
-        for case in 0..cases.len() {
-            for j in 0..per_case {
-                let j = if round % 2 == 1 { per_case - 1 - j } else { j };
-                let i = case * per_case + j;
-                let seconds = children[i].step()?;
-                if round >= 1 {
-                    times[i].push(seconds);
+    let count = cases.len() * per_case;
+    let mut times = vec![Vec::with_capacity(args.steps); count];
+    let mut ended: Vec<Option<Ended>> = vec![None; count];
+    let mut round = 0;
+    for part in 0..args.processes {
+        let rounds = args.steps * (part + 1) / args.processes - args.steps * part / args.processes;
+        let wanted = cases
+            .iter()
+            .flat_map(|case| binaries.iter().map(|&binary| (case.clone(), binary)))
+            .collect();
+        let mut children = Child::spawn_all(backend, &args.device, wanted)?;
+        // One warm-up round (each case's first two steps), then the part's rounds.
+        for r in 0..rounds + 1 {
+            for case in 0..cases.len() {
+                for j in 0..per_case {
+                    let j = if (round + r) % 2 == 1 {
+                        per_case - 1 - j
+                    } else {
+                        j
+                    };
+                    let i = case * per_case + j;
+                    let seconds = children[i].step()?;
+                    if r >= 1 {
+                        times[i].push(seconds);
+                    }
                 }
             }
         }
+        round += rounds;
+        for (i, child) in children.into_iter().enumerate() {
+            let now = child.end()?;
+            ended[i] = Some(match ended[i].take() {
+                // The case's peak over all its processes.
+                Some(before) => Ended {
+                    peak_bytes: match (before.peak_bytes, now.peak_bytes) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    },
+                    ..now
+                },
+                None => now,
+            });
+        }
     }
     let mut measured = Vec::new();
-    for (i, child) in children.into_iter().enumerate() {
-        let case = child.case.clone();
-        let ended = child.end()?;
+    for (i, ended) in ended.into_iter().enumerate() {
+        let case = cases[i / per_case].clone();
+        let ended = ended.context("a bench case that never ran")?;
         // This binary's rows against the baseline; the other's against the same case here.
         let (against, binary) = match i % per_case {
             0 => (times[0].clone(), None),

@@ -71,6 +71,8 @@ pub(super) struct Report {
     pub(super) matmul_peak_probes: [f64; 2],
     /// `n` of the probes' `n x n x n` matmul.
     pub(super) matmul_peak_size: usize,
+    /// Processes each case's rounds were shared out among (`--processes`).
+    pub(super) processes: usize,
     pub(super) rows: Vec<Row>,
 }
 
@@ -144,8 +146,13 @@ pub(super) fn print_table(r: &Report) {
         );
     }
     println!(
-        "\nstep ms: median of {} interleaved samples per case, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles and every round in --json); peak mem: the case's own process (CPU: VmHWM; GPU: what nvidia-smi shows it holding at the end, CUDA context and libtorch's cached blocks included); estimate: what `plan` checks (docs/cost.md)\n",
+        "\nstep ms: median of {} interleaved samples per case{}, each right after an untimed step and the mean of as many steps as fill {} ms (--json: repeats); vs baseline: median of the per-round ratio to the first case of its size, with a distribution-free 95% interval for it (order statistics, rounds taken as independent; quartiles and every round in --json); peak mem: the case's own process (CPU: VmHWM; GPU: what nvidia-smi shows it holding at the end, CUDA context and libtorch's cached blocks included); estimate: what `plan` checks (docs/cost.md)\n",
         r.rows.first().map_or(0, |row| row.steps),
+        if r.processes > 1 {
+            format!(" from {} successive processes of each case", r.processes)
+        } else {
+            String::new()
+        },
         child::MIN_SAMPLE_S * 1e3
     );
     if let Some(other) = r.rows.iter().find_map(|row| row.binary.as_ref()) {

@@ -119,6 +119,9 @@ pub(super) fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
     if args.threads.is_some() {
         return refuse("it chooses the threads per run itself; drop --threads");
     }
+    if args.processes != 1 {
+        return refuse("its runs keep their processes for all rounds; drop --processes");
+    }
     if crate::backend::gpu_index(&args.device).is_some() {
         return refuse(&format!(
             "it shares CPU cores; on {} the runner trains one run at a time \
