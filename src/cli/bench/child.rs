@@ -169,6 +169,40 @@ fn peak_resident_bytes() -> Option<f64> {
     Some(kib * 1024.0)
 }
 
+/// Makes `command`'s process run on `cpu` only (Linux; a no-op elsewhere).
+fn pin_to(command: &mut std::process::Command, cpu: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: between fork and exec the closure makes one system call and allocates
+        // nothing.
+        unsafe {
+            command.pre_exec(move || {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (command, cpu);
+}
+
+/// The CPU this process runs on now (Linux), where one-thread children are pinned together.
+pub fn current_cpu() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sched_getcpu takes nothing and returns a CPU number or -1.
+        let cpu = unsafe { libc::sched_getcpu() };
+        usize::try_from(cpu).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
 /// The parent's handle on one child.
 pub struct Child {
     process: std::process::Child,
@@ -181,14 +215,16 @@ impl Child {
     /// Starts `attnres bench --serve` for every `(case, binary)` (`binary`: this attnres
     /// binary when `None`) at once, then waits until each has built its model, so that many
     /// children (93 for `--split` on 16 cores) load libtorch side by side, not in turn.
+    /// With `pin`, every child runs on that one CPU (Linux; elsewhere where it lands).
     pub fn spawn_all(
         kind: BackendKind,
         device: &str,
         cases: Vec<(Case, Option<&std::path::Path>)>,
+        pin: Option<usize>,
     ) -> anyhow::Result<Vec<Self>> {
         let started = cases
             .into_iter()
-            .map(|(case, binary)| Self::start(kind, device, case, binary))
+            .map(|(case, binary)| Self::start(kind, device, case, binary, pin))
             .collect::<anyhow::Result<Vec<_>>>()?;
         started.into_iter().map(Self::ready).collect()
     }
@@ -199,16 +235,22 @@ impl Child {
         device: &str,
         case: Case,
         binary: Option<&std::path::Path>,
+        pin: Option<usize>,
     ) -> anyhow::Result<Self> {
         let exe = match binary {
             Some(path) => path.to_path_buf(),
             None => std::env::current_exe().context("locating the attnres binary")?,
         };
-        let mut process = std::process::Command::new(exe)
+        let mut command = std::process::Command::new(exe);
+        command
             .args(["bench", "--backend", kind.name(), "--device", device])
             .args(["--serve", &serde_json::to_string(&case)?])
             .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        if let Some(cpu) = pin {
+            pin_to(&mut command, cpu);
+        }
+        let mut process = command
             .spawn()
             .context("starting a benchmark child process")?;
         let stdin = process.stdin.take().context("the child's stdin")?;
@@ -265,6 +307,24 @@ impl Child {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pinned child may run on its one CPU only, as the kernel reports it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_pinned_child_runs_on_the_one_cpu_it_was_given() {
+        let cpu = current_cpu().expect("sched_getcpu on Linux");
+        let mut command = std::process::Command::new("cat");
+        command.arg("/proc/self/status");
+        pin_to(&mut command, cpu);
+        let out = command.output().expect("running cat");
+        let status = String::from_utf8(out.stdout).unwrap();
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list")
+            .trim();
+        assert_eq!(allowed, cpu.to_string(), "{status}");
+    }
 
     #[test]
     fn short_steps_repeat_to_fill_a_sample() {

@@ -62,7 +62,8 @@ pub struct BenchArgs {
     /// peak behind MFU is measured in the same type.
     #[arg(long, value_enum, default_value = "f32")]
     pub precision: Precision,
-    /// CPU threads per case (default: the backend's own choice).
+    /// CPU threads per case (default: the backend's own choice). With 1, every child runs
+    /// on the CPU the bench started them from (Linux), since they step one at a time.
     #[arg(long)]
     pub threads: Option<usize>,
     /// Another attnres binary to compare with (the build before a change, say): every case
@@ -311,6 +312,14 @@ fn measure_group(
         .chain(args.against.as_deref().map(Some))
         .collect();
     let per_case = binaries.len();
+    // One-thread children step one at a time, so they share one CPU: on two CPUs that
+    // differ in speed, each child would otherwise keep the speed of the one it settled on
+    // (docs/performance.md, "Session 32").
+    let pin = if args.threads == Some(1) && crate::backend::gpu_index(&args.device).is_none() {
+        child::current_cpu()
+    } else {
+        None
+    };
     let count = cases.len() * per_case;
     let mut times = vec![Vec::with_capacity(args.steps); count];
     let mut ended: Vec<Option<Ended>> = vec![None; count];
@@ -321,7 +330,7 @@ fn measure_group(
             .iter()
             .flat_map(|case| binaries.iter().map(|&binary| (case.clone(), binary)))
             .collect();
-        let mut children = Child::spawn_all(backend, &args.device, wanted)?;
+        let mut children = Child::spawn_all(backend, &args.device, wanted, pin)?;
         // One warm-up round (each case's first two steps), then the part's rounds.
         for r in 0..rounds + 1 {
             for case in 0..cases.len() {

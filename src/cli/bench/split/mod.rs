@@ -159,7 +159,7 @@ fn measure_size(
         }
     }
     // All of them started at once, then dealt out split by split, job by job.
-    let mut started = Child::spawn_all(backend, &args.device, wanted)?.into_iter();
+    let mut started = Child::spawn_all(backend, &args.device, wanted, None)?.into_iter();
     let mut children: Vec<Jobs> = splits
         .iter()
         .map(|split| {
