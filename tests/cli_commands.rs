@@ -281,6 +281,8 @@ fn bench_shares_its_rounds_among_fresh_processes() {
         err.contains("--processes 3") && err.contains("--steps (2)"),
         "{err}"
     );
+    let err = refused(&["bench", "--backend", "tch", "--steps", "0"]);
+    assert!(err.contains("--steps 0"), "{err}");
 }
 
 /// A size whose cases cannot all be alive at once here is refused with exit 2 before any

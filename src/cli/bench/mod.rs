@@ -171,6 +171,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             other.display()
         )));
     }
+    if args.steps < 1 {
+        anyhow::bail!(InputError(
+            "--steps 0: give at least 1 timed step (round) per case".into()
+        ));
+    }
     if args.processes < 1 || args.processes > args.steps {
         anyhow::bail!(InputError(format!(
             "--processes {}: give 1 to --steps ({}), the rounds being shared out among them",
