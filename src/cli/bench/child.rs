@@ -57,6 +57,19 @@ pub struct Ended {
     pub repeats: usize,
 }
 
+impl Ended {
+    /// What two processes of one case ended with, in turn: the later's, at the higher peak.
+    pub fn then(self, later: Ended) -> Ended {
+        Ended {
+            peak_bytes: match (self.peak_bytes, later.peak_bytes) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+            ..later
+        }
+    }
+}
+
 fn one() -> usize {
     1
 }
