@@ -262,6 +262,52 @@ pub fn swiglu_backward<B: Backend>(
     (B::float_add(B::float_mul(h, s), through_sigmoid), db)
 }
 
+/// Sinkhorn-Knopp: `exp(logits - max)` `[..., m, m]` (the max over each matrix) and the
+/// result of `iters` rounds of dividing by each row's sum, then by each column's.
+pub fn sinkhorn<B: Backend>(
+    logits: FloatTensor<B>,
+    iters: usize,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let dims = logits.shape().num_dims();
+    let max = B::float_max_dim(B::float_max_dim(logits.clone(), dims - 1), dims - 2);
+    let exp = B::float_exp(B::float_sub(logits, max));
+    let mut p = exp.clone();
+    for _ in 0..iters {
+        for dim in [dims - 1, dims - 2] {
+            p = B::float_div(p.clone(), B::float_sum_dim(p, dim));
+        }
+    }
+    (p, exp)
+}
+
+/// The gradient of [`sinkhorn`] with respect to the logits, by the formulas of
+/// `sinkhorn::rows::backward`: the rounds again from `exp`, then back through each
+/// division as burn's autodiff takes it, then through `exp`.
+pub fn sinkhorn_backward<B: Backend>(
+    g: FloatTensor<B>,
+    exp: FloatTensor<B>,
+    iters: usize,
+) -> FloatTensor<B> {
+    let dims = exp.shape().num_dims();
+    let mut steps = Vec::with_capacity(2 * iters);
+    let mut p = exp.clone();
+    for _ in 0..iters {
+        for dim in [dims - 1, dims - 2] {
+            let sum = B::float_sum_dim(p.clone(), dim);
+            steps.push((p.clone(), sum.clone(), dim));
+            p = B::float_div(p, sum);
+        }
+    }
+    let mut g = g;
+    for (p, sum, dim) in steps.into_iter().rev() {
+        let square = B::float_mul(sum.clone(), sum.clone());
+        let per_entry = B::float_mul(g.clone(), B::float_div(B::float_neg(p), square));
+        let through_sum = B::float_sum_dim(per_entry, dim);
+        g = B::float_add(B::float_mul(g, B::float_recip(sum)), through_sum);
+    }
+    B::float_mul(g, exp)
+}
+
 /// `1 / rms(x)` over dimension `dim` of `x` (kept, as 1).
 fn inv_rms<B: Backend>(x: FloatTensor<B>, dim: usize) -> FloatTensor<B> {
     let mean = B::float_mean_dim(B::float_mul(x.clone(), x), dim);

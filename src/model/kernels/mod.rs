@@ -1,6 +1,6 @@
 //! Operations that burn's tensor API composes out of many small kernels, given a kernel (or
 //! a backward pass) of their own through burn's backend extensions: causal attention with a
-//! fused backward, RMSNorm, rotary position embedding, SwiGLU's gating, one AttnRes mixing
+//! fused backward, RMSNorm, rotary position embedding, SwiGLU's gating, mHC's Sinkhorn-Knopp, one AttnRes mixing
 //! step (alone, or through the PreNorm of the layer that reads it), Block AttnRes's phase-2
 //! merge, a residual branch's output projection added onto its sum, and one AdamW step of a
 //! parameter.
@@ -31,6 +31,7 @@ pub mod onto;
 pub mod rotary;
 #[cfg(feature = "tch")]
 mod rows;
+pub mod sinkhorn;
 pub mod stack;
 pub mod swiglu;
 #[cfg(feature = "tch")]
@@ -269,6 +270,19 @@ pub trait KernelOps: Backend {
         b: FloatTensor<Self>,
         sigmoid: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// mHC's Sinkhorn-Knopp: `exp(logits - max)` `[..., m, m]` (the max over each matrix)
+    /// scaled by `iters` rounds of a row then a column normalisation -> (the result, what
+    /// this backend's backward reads of the forward: `exp(logits - max)`).
+    fn sinkhorn(logits: FloatTensor<Self>, iters: usize) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// The gradient of [`Self::sinkhorn`] with respect to the logits, given the
+    /// `exp(logits - max)` its forward kept.
+    fn sinkhorn_backward(
+        grad: FloatTensor<Self>,
+        exp: FloatTensor<Self>,
+        iters: usize,
+    ) -> FloatTensor<Self>;
 
     /// RMSNorm with a gain over the last dimension: `x` `[N, d]`, `g` `[d]` -> `[N, d]`.
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self>;

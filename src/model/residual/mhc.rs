@@ -158,14 +158,8 @@ fn initial_bias(l: usize, m: usize, r: usize, lite: bool) -> Vec<f32> {
 
 /// Sinkhorn-Knopp: `exp(logits)` `[B, T, m, m]` scaled to unit row and column sums by
 /// `iters` rounds of row then column normalisation (the last is a column step, so columns
-/// sum to 1 exactly and rows to within the iteration's convergence).
+/// sum to 1 exactly and rows to within the iteration's convergence); one fused operation
+/// (`kernels::sinkhorn`).
 pub fn sinkhorn(logits: Tensor<4>, iters: usize) -> Tensor<4> {
-    // Subtracting the max changes nothing after normalisation and keeps exp finite.
-    let max = logits.clone().max_dim(3).max_dim(2).detach(); // [B, T, 1, 1]
-    let mut p = (logits - max).exp();
-    for _ in 0..iters {
-        p = p.clone() / p.sum_dim(3);
-        p = p.clone() / p.sum_dim(2);
-    }
-    p
+    crate::model::kernels::sinkhorn::sinkhorn(logits, iters)
 }

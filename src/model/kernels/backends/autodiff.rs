@@ -12,7 +12,7 @@ use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 use super::super::adamw::AdamWStep;
 use super::super::at_push::{StepRecord, unbox};
 use super::super::stack::StackGrad;
-use super::super::{KernelOps, attention, merge, mix, norm, onto, rotary, stack, swiglu};
+use super::super::{KernelOps, attention, merge, mix, norm, onto, rotary, sinkhorn, stack, swiglu};
 
 impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C> {
     fn causal_attention(
@@ -217,6 +217,20 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         let [grad, a, b, s] = [grad, a, b, s].map(|t| t.into_primitive());
         let (da, db) = B::swiglu_backward(grad, a, b, s);
         (Self::from_inner(da), Self::from_inner(db))
+    }
+
+    fn sinkhorn(logits: FloatTensor<Self>, iters: usize) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        sinkhorn::autodiff_forward::<B, C>(logits, iters)
+    }
+
+    /// Not differentiable itself, as above.
+    fn sinkhorn_backward(
+        grad: FloatTensor<Self>,
+        exp: FloatTensor<Self>,
+        iters: usize,
+    ) -> FloatTensor<Self> {
+        let [grad, exp] = [grad, exp].map(|t| t.into_primitive());
+        Self::from_inner(B::sinkhorn_backward(grad, exp, iters))
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {

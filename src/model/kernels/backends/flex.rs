@@ -161,6 +161,18 @@ impl KernelOps for burn::backend::Flex {
         composed::swiglu_backward::<Self>(grad, a, b, s)
     }
 
+    fn sinkhorn(logits: FloatTensor<Self>, iters: usize) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed::sinkhorn::<Self>(logits, iters)
+    }
+
+    fn sinkhorn_backward(
+        grad: FloatTensor<Self>,
+        exp: FloatTensor<Self>,
+        iters: usize,
+    ) -> FloatTensor<Self> {
+        composed::sinkhorn_backward::<Self>(grad, exp, iters)
+    }
+
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
         composed::rms_norm::<Self>(x, g)
     }

@@ -7,7 +7,9 @@ use burn::backend::tensor::FloatTensor;
 
 use super::super::adamw::AdamWStep;
 use super::super::stack::StackGrad;
-use super::super::{KernelOps, at_push, attention, merge, mix, norm, onto, rotary, stack, swiglu};
+use super::super::{
+    KernelOps, at_push, attention, merge, mix, norm, onto, rotary, sinkhorn, stack, swiglu,
+};
 
 #[cfg(feature = "tch")]
 impl KernelOps for burn::backend::LibTorch {
@@ -152,6 +154,18 @@ impl KernelOps for burn::backend::LibTorch {
         s: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         swiglu::tch_kernel::backward(grad, a, b, s)
+    }
+
+    fn sinkhorn(logits: FloatTensor<Self>, iters: usize) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        sinkhorn::tch_kernel::forward(logits, iters)
+    }
+
+    fn sinkhorn_backward(
+        grad: FloatTensor<Self>,
+        exp: FloatTensor<Self>,
+        iters: usize,
+    ) -> FloatTensor<Self> {
+        sinkhorn::tch_kernel::backward(grad, exp, iters)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
