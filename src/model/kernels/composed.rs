@@ -308,6 +308,72 @@ pub fn sinkhorn_backward<B: Backend>(
     B::float_mul(g, exp)
 }
 
+/// `[N, m]` -> `[N, m, 1]`, or `[N, d]` -> `[N, 1, d]` (`at` 2 or 1).
+fn per_token<B: Backend>(t: FloatTensor<B>, at: usize) -> FloatTensor<B> {
+    let [n, k] = t.shape().dims::<2>();
+    let shape = if at == 2 { [n, k, 1] } else { [n, 1, k] };
+    B::float_reshape(t, Shape::new(shape))
+}
+
+/// `[N, 1, k]` or `[N, k, 1]` -> `[N, k]`.
+fn per_token_back<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
+    let [n, a, b] = t.shape().dims::<3>();
+    B::float_reshape(t, Shape::new([n, a * b]))
+}
+
+/// The multi-stream read `sum_i r_i h_i`: `h` `[N, m, d]`, `r` `[N, m]` -> `[N, d]`.
+pub fn stream_read<B: Backend>(h: FloatTensor<B>, r: FloatTensor<B>) -> FloatTensor<B> {
+    per_token_back::<B>(B::float_sum_dim(B::float_mul(h, per_token::<B>(r, 2)), 1))
+}
+
+/// The gradients of [`stream_read`]: `dh_i = r_i g`, `dr_i = g . h_i`.
+pub fn stream_read_backward<B: Backend>(
+    g: FloatTensor<B>,
+    h: FloatTensor<B>,
+    r: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let g = per_token::<B>(g, 1); // [N, 1, d]
+    let dh = B::float_mul(g.clone(), per_token::<B>(r, 2));
+    let dr = per_token_back::<B>(B::float_sum_dim(B::float_mul(h, g), 2));
+    (dh, dr)
+}
+
+/// The multi-stream update `h'_j = sum_i M_ji h_i + w_j y`: `h` `[N, m, d]`, `mix`
+/// `[N, m, m]`, `w` `[N, m]`, `y` `[N, d]` -> `[N, m, d]`.
+pub fn stream_update<B: Backend>(
+    h: FloatTensor<B>,
+    mix: FloatTensor<B>,
+    w: FloatTensor<B>,
+    y: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let written = B::float_mul(per_token::<B>(w, 2), per_token::<B>(y, 1));
+    B::float_add(B::float_matmul(mix, h), written)
+}
+
+/// The gradients of [`stream_update`]: `dh = M^T g`, `dM = g h^T`, `dw_j = g_j . y`,
+/// `dy = sum_j w_j g_j`.
+pub fn stream_update_backward<B: Backend>(
+    g: FloatTensor<B>,
+    h: FloatTensor<B>,
+    mix: FloatTensor<B>,
+    w: FloatTensor<B>,
+    y: FloatTensor<B>,
+) -> (
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+) {
+    let dh = B::float_matmul(B::float_swap_dims(mix, 1, 2), g.clone());
+    let dmix = B::float_matmul(g.clone(), B::float_swap_dims(h, 1, 2));
+    let dw = per_token_back::<B>(B::float_sum_dim(
+        B::float_mul(g.clone(), per_token::<B>(y, 1)),
+        2,
+    ));
+    let dy = per_token_back::<B>(B::float_sum_dim(B::float_mul(g, per_token::<B>(w, 2)), 1));
+    (dh, dmix, dw, dy)
+}
+
 /// `1 / rms(x)` over dimension `dim` of `x` (kept, as 1).
 fn inv_rms<B: Backend>(x: FloatTensor<B>, dim: usize) -> FloatTensor<B> {
     let mean = B::float_mean_dim(B::float_mul(x.clone(), x), dim);

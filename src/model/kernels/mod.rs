@@ -1,6 +1,7 @@
 //! Operations that burn's tensor API composes out of many small kernels, given a kernel (or
 //! a backward pass) of their own through burn's backend extensions: causal attention with a
-//! fused backward, RMSNorm, rotary position embedding, SwiGLU's gating, mHC's Sinkhorn-Knopp, one AttnRes mixing
+//! fused backward, RMSNorm, rotary position embedding, SwiGLU's gating, mHC's Sinkhorn-Knopp, the multi-stream residual's
+//! read and update, one AttnRes mixing
 //! step (alone, or through the PreNorm of the layer that reads it), Block AttnRes's phase-2
 //! merge, a residual branch's output projection added onto its sum, and one AdamW step of a
 //! parameter.
@@ -33,6 +34,7 @@ pub mod rotary;
 mod rows;
 pub mod sinkhorn;
 pub mod stack;
+pub mod streams;
 pub mod swiglu;
 #[cfg(feature = "tch")]
 mod tch_memory;
@@ -283,6 +285,42 @@ pub trait KernelOps: Backend {
         exp: FloatTensor<Self>,
         iters: usize,
     ) -> FloatTensor<Self>;
+
+    /// The multi-stream residual's read, `x = sum_i r_i h_i` per token: the streams `h`
+    /// `[N, m, d]`, the read weights `r` `[N, m]` -> `[N, d]`.
+    fn stream_read(h: FloatTensor<Self>, r: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// The gradients of [`Self::stream_read`] with respect to `h` and `r`.
+    fn stream_read_backward(
+        grad: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        r: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// The multi-stream residual's update, `h'_j = sum_i M_ji h_i + w_j y` per token: the
+    /// streams `h` `[N, m, d]`, the mixing matrices `M` `[N, m, m]`, the write weights `w`
+    /// `[N, m]`, the layer's output `y` `[N, d]` -> `[N, m, d]`.
+    fn stream_update(
+        h: FloatTensor<Self>,
+        mix: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+
+    /// The gradients of [`Self::stream_update`] with respect to `h`, `M`, `w` and `y`.
+    #[allow(clippy::type_complexity)] // four gradients
+    fn stream_update_backward(
+        grad: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        mix: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    );
 
     /// RMSNorm with a gain over the last dimension: `x` `[N, d]`, `g` `[d]` -> `[N, d]`.
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self>;

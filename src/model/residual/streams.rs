@@ -7,6 +7,7 @@
 use burn::tensor::Tensor;
 
 use super::{Sublayers, Trace};
+use crate::model::kernels::streams::{stream_read, stream_update};
 
 /// Read `[B, T, m, 1]`, mix `[B, T, m, m]` (row `j`: what stream `j` takes from each) and
 /// write `[B, T, m, 1]` weights, or shapes that broadcast to them.
@@ -49,16 +50,24 @@ pub fn expand(e: Tensor<3>, m: usize) -> Tensor<4> {
 }
 
 /// The layer input `sum_i read_i h_i`: `read` `[B, T, m, 1]` (or broadcast), `h`
-/// `[B, T, m, d]` -> `[B, T, d]`.
+/// `[B, T, m, d]` -> `[B, T, d]`; one fused operation (`kernels::streams`).
 pub fn read(h: &Tensor<4>, read: Tensor<4>) -> Tensor<3> {
-    let [b, t, _, d] = h.dims();
-    (h.clone() * read).sum_dim(2).reshape([b, t, d])
+    let [b, t, m, d] = h.dims();
+    let r = read.expand([b, t, m, 1]).reshape([b * t, m]); // [B, T, m, 1] -> [BT, m]
+    let h = h.clone().reshape([b * t, m, d]); // [B, T, m, d] -> [BT, m, d]
+    stream_read(h, r).reshape([b, t, d]) // [BT, d] -> [B, T, d]
 }
 
 /// `h'_j = sum_i mix_ji h_i + write_j y`: `mix` `[B, T, m, m]` (row `j` is what stream `j`
-/// takes from each stream, or broadcast), `write` `[B, T, m, 1]`, `y` `[B, T, d]`.
+/// takes from each stream, or broadcast), `write` `[B, T, m, 1]`, `y` `[B, T, d]`; one
+/// fused operation (`kernels::streams`).
 pub fn update(h: Tensor<4>, mix: Tensor<4>, write: Tensor<4>, y: Tensor<3>) -> Tensor<4> {
-    mix.matmul(h) + write * y.unsqueeze_dim::<4>(2)
+    let [b, t, m, d] = h.dims();
+    let mix = mix.expand([b, t, m, m]).reshape([b * t, m, m]); // [BT, m, m]
+    let w = write.expand([b, t, m, 1]).reshape([b * t, m]); // [B, T, m, 1] -> [BT, m]
+    let h = h.reshape([b * t, m, d]); // [B, T, m, d] -> [BT, m, d]
+    let y = y.reshape([b * t, d]); // [B, T, d] -> [BT, d]
+    stream_update(h, mix, w, y).reshape([b, t, m, d]) // [BT, m, d] -> [B, T, m, d]
 }
 
 /// The output step: the sum of the streams, `[B, T, d]`.

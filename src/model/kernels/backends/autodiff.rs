@@ -12,7 +12,9 @@ use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 use super::super::adamw::AdamWStep;
 use super::super::at_push::{StepRecord, unbox};
 use super::super::stack::StackGrad;
-use super::super::{KernelOps, attention, merge, mix, norm, onto, rotary, sinkhorn, stack, swiglu};
+use super::super::{
+    KernelOps, attention, merge, mix, norm, onto, rotary, sinkhorn, stack, streams, swiglu,
+};
 
 impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C> {
     fn causal_attention(
@@ -231,6 +233,49 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
     ) -> FloatTensor<Self> {
         let [grad, exp] = [grad, exp].map(|t| t.into_primitive());
         Self::from_inner(B::sinkhorn_backward(grad, exp, iters))
+    }
+
+    fn stream_read(h: FloatTensor<Self>, r: FloatTensor<Self>) -> FloatTensor<Self> {
+        streams::autodiff_read::<B, C>(h, r)
+    }
+
+    /// Not differentiable itself, as above.
+    fn stream_read_backward(
+        grad: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        r: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [grad, h, r] = [grad, h, r].map(|t| t.into_primitive());
+        let (dh, dr) = B::stream_read_backward(grad, h, r);
+        (Self::from_inner(dh), Self::from_inner(dr))
+    }
+
+    fn stream_update(
+        h: FloatTensor<Self>,
+        mix: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        streams::autodiff_update::<B, C>(h, mix, w, y)
+    }
+
+    /// Not differentiable itself, as above.
+    fn stream_update_backward(
+        grad: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        mix: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        let [grad, h, mix, w, y] = [grad, h, mix, w, y].map(|t| t.into_primitive());
+        let (dh, dmix, dw, dy) = B::stream_update_backward(grad, h, mix, w, y);
+        let [dh, dmix, dw, dy] = [dh, dmix, dw, dy].map(Self::from_inner);
+        (dh, dmix, dw, dy)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {

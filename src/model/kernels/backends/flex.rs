@@ -173,6 +173,42 @@ impl KernelOps for burn::backend::Flex {
         composed::sinkhorn_backward::<Self>(grad, exp, iters)
     }
 
+    fn stream_read(h: FloatTensor<Self>, r: FloatTensor<Self>) -> FloatTensor<Self> {
+        composed::stream_read::<Self>(h, r)
+    }
+
+    fn stream_read_backward(
+        grad: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        r: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed::stream_read_backward::<Self>(grad, h, r)
+    }
+
+    fn stream_update(
+        h: FloatTensor<Self>,
+        mix: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        composed::stream_update::<Self>(h, mix, w, y)
+    }
+
+    fn stream_update_backward(
+        grad: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        mix: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        composed::stream_update_backward::<Self>(grad, h, mix, w, y)
+    }
+
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
         composed::rms_norm::<Self>(x, g)
     }

@@ -8,7 +8,7 @@ use burn::backend::tensor::FloatTensor;
 use super::super::adamw::AdamWStep;
 use super::super::stack::StackGrad;
 use super::super::{
-    KernelOps, at_push, attention, merge, mix, norm, onto, rotary, sinkhorn, stack, swiglu,
+    KernelOps, at_push, attention, merge, mix, norm, onto, rotary, sinkhorn, stack, streams, swiglu,
 };
 
 #[cfg(feature = "tch")]
@@ -166,6 +166,42 @@ impl KernelOps for burn::backend::LibTorch {
         iters: usize,
     ) -> FloatTensor<Self> {
         sinkhorn::tch_kernel::backward(grad, exp, iters)
+    }
+
+    fn stream_read(h: FloatTensor<Self>, r: FloatTensor<Self>) -> FloatTensor<Self> {
+        streams::tch_kernel::read(h, r)
+    }
+
+    fn stream_read_backward(
+        grad: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        r: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        streams::tch_kernel::read_backward(grad, h, r)
+    }
+
+    fn stream_update(
+        h: FloatTensor<Self>,
+        mix: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        streams::tch_kernel::update(h, mix, w, y)
+    }
+
+    fn stream_update_backward(
+        grad: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        mix: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    ) {
+        streams::tch_kernel::update_backward(grad, h, mix, w, y)
     }
 
     fn rms_norm(x: FloatTensor<Self>, g: FloatTensor<Self>) -> FloatTensor<Self> {
