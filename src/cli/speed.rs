@@ -58,7 +58,7 @@ impl Speed {
         }
     }
 
-    /// `at 120 GFLOP/s with all 2 cores busy (assumed; measured once runs finish)`.
+    /// `at 120 GFLOP/s with all 2 cores busy (assumed, the same for every arm; ...)`.
     pub(super) fn text(&self) -> String {
         format!(
             "at {:.0} GFLOP/s {} ({})",
@@ -71,7 +71,12 @@ impl Speed {
             match (self.measured, self.gpu) {
                 (true, _) => "measured on finished runs",
                 (false, true) => "assumed from one H200 in f32; measured once runs finish",
-                (false, false) => "assumed; measured once runs finish",
+                // The assumption is one speed for every arm; the slower ones (the
+                // hyper-connection families, Full AttnRes's ablations) take longer.
+                (false, false) => {
+                    "assumed, the same for every arm; measured once runs finish, or \
+                     beforehand, arm by arm, by `attnres bench --split --sizes SWEEP`"
+                }
             }
         )
     }
@@ -133,5 +138,6 @@ mod tests {
         let cpu = Speed::of(&empty, "cpu");
         assert_eq!(cpu.flops_per_s, ASSUMED_FLOPS_PER_CORE_S * cpu.cores as f64);
         assert!(cpu.text().contains("cores busy"), "{}", cpu.text());
+        assert!(cpu.text().contains("bench --split"), "{}", cpu.text());
     }
 }
