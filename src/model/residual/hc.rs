@@ -12,6 +12,7 @@ use burn::tensor::Tensor;
 use super::streams::{self, StreamWeights};
 use super::{Sublayers, Trace};
 use crate::model::init::Init;
+use crate::model::kernels::onto::linear;
 use crate::model::norm::RmsNorm;
 
 /// The `s_alpha` and `s_beta` scales of the dynamic terms at init (ours; the paper's code
@@ -89,10 +90,12 @@ impl HcLayer {
         let Some(dy) = &self.dynamic else {
             return (read, mix.swap_dims(2, 3), write);
         };
-        let logits = dy
-            .norm
-            .forward(h.clone())
-            .matmul(dy.proj.val().unsqueeze()) // [B, T, m, m + 2]
+        let [b, t, _, d] = h.dims();
+        let normed = dy.norm.forward(h.clone()).reshape([b, t * m, d]); // [B, T m, d]
+        // One 2-D product over every token's streams: as a 4-D `matmul` it was one tiny
+        // product per token.
+        let logits = linear(normed, dy.proj.val()) // [B, T m, m + 2]
+            .reshape([b, t, m, m + 2])
             .tanh();
         let s_alpha = dy.scale.val().narrow(0, 0, 1).reshape([1, 1, 1, 1]);
         let s_beta = dy.scale.val().narrow(0, 1, 1).reshape([1, 1, 1, 1]);
