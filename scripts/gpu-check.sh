@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks a CUDA build of attnres on a GPU machine (docs/gpu.md, "Status"): the GPU is seen
+# Checks a CUDA build of attnres on a GPU machine (docs/gpu.md): the GPU is seen
 # and `plan` checks memory against it; the smoke sweep trains in f32 (its losses set against
 # a CPU run's, step by step) and in bf16; a run killed with SIGKILL and resumed on the GPU
 # matches an uninterrupted one, which matches a second uninterrupted one; `bench` times

@@ -7,21 +7,12 @@
 # libtorch.so pulls in CUDA. So we take libtorch_cpu.so, libc10.so and libgomp from the
 # wheel, the two small CUDA runtime libraries that libtorch_cpu.so links against, and put
 # an empty stub libtorch.so beside them. The script is idempotent: a complete folder is
-# left alone.
-#
-# GPU variant (an H200 machine): ATTNRES_TORCH_VARIANT=cuda scripts/setup-libtorch.sh
-# downloads torch 2.11.0 with its CUDA 12.8 wheels and keeps the real libtorch.so and
-# libtorch_cuda.so. Build with LIBTORCH_BYPASS_VERSION_CHECK=1 (tch 0.22 expects 2.9.0).
+# left alone. For a GPU build, use `make build-cuda` instead (docs/gpu.md).
 set -euo pipefail
 
-variant=${ATTNRES_TORCH_VARIANT:-cpu}
 cache=${ATTNRES_CACHE:-$HOME/.cache/attnres}
-case "$variant" in
-  cpu)  version=2.9.0 ;;
-  cuda) version=${ATTNRES_TORCH_VERSION:-2.11.0} ;;
-  *) echo "error: ATTNRES_TORCH_VARIANT must be cpu or cuda, got '$variant'" >&2; exit 2 ;;
-esac
-dest=${1:-$cache/libtorch-$version-$variant}
+version=2.9.0
+dest=${1:-$cache/libtorch-$version-cpu}
 wheels=$cache/wheels
 
 if [ -f "$dest/.complete" ]; then
@@ -33,14 +24,7 @@ fi
 mkdir -p "$wheels"
 echo "libtorch: fetching wheels into $wheels" >&2
 pip_dl() { pip download --quiet --no-deps -d "$wheels" "$@" >&2; }
-if [ "$variant" = cpu ]; then
-  pip_dl torch==2.9.0 nvidia-cuda-runtime-cu12==12.8.90 nvidia-cuda-cupti-cu12==12.8.90
-else
-  pip_dl "torch==$version" nvidia-cuda-runtime-cu12 nvidia-cuda-cupti-cu12 \
-    nvidia-cublas-cu12 nvidia-cudnn-cu12 nvidia-cufft-cu12 nvidia-curand-cu12 \
-    nvidia-cusolver-cu12 nvidia-cusparse-cu12 nvidia-cusparselt-cu12 nvidia-nccl-cu12 \
-    nvidia-nvjitlink-cu12 nvidia-nvtx-cu12 nvidia-cufile-cu12 nvidia-nvshmem-cu12
-fi
+pip_dl torch==2.9.0 nvidia-cuda-runtime-cu12==12.8.90 nvidia-cuda-cupti-cu12==12.8.90
 
 torch_whl=$(ls "$wheels"/torch-"$version"-cp3*-manylinux*_x86_64.whl | head -n 1)
 mkdir -p "$(dirname "$dest")"
@@ -49,28 +33,22 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/unzip" "$tmp/out/lib"
 
 echo "libtorch: unpacking $(basename "$torch_whl")" >&2
-if [ "$variant" = cpu ]; then
-  unzip -q "$torch_whl" 'torch/include/*' torch/lib/libtorch_cpu.so torch/lib/libc10.so \
-    torch/lib/libgomp.so.1 -d "$tmp/unzip"
-else
-  unzip -q "$torch_whl" 'torch/include/*' 'torch/lib/*' -d "$tmp/unzip"
-fi
+unzip -q "$torch_whl" 'torch/include/*' torch/lib/libtorch_cpu.so torch/lib/libc10.so \
+  torch/lib/libgomp.so.1 -d "$tmp/unzip"
 mv "$tmp/unzip/torch/include" "$tmp/out/include"
 mv "$tmp/unzip/torch/lib/"* "$tmp/out/lib/"
 for whl in "$wheels"/nvidia_*.whl; do
-  case "$variant:$(basename "$whl")" in
-    cpu:nvidia_cuda_runtime_cu12-12.8.90*|cpu:nvidia_cuda_cupti_cu12-12.8.90*|cuda:*) ;;
+  case "$(basename "$whl")" in
+    nvidia_cuda_runtime_cu12-12.8.90*|nvidia_cuda_cupti_cu12-12.8.90*) ;;
     *) continue ;;
   esac
   unzip -q -o "$whl" 'nvidia/*/lib/*.so*' -d "$tmp/unzip"
 done
 find "$tmp/unzip/nvidia" -name '*.so*' -exec mv -f {} "$tmp/out/lib/" \; 2>/dev/null || true
-if [ "$variant" = cpu ]; then
-  # libcupti's helpers are not needed by libtorch_cpu; keep the folder small.
-  rm -f "$tmp/out/lib/"libnvperf_* "$tmp/out/lib/"libcheckpoint.so "$tmp/out/lib/"libpcsamplingutil.so
-  echo 'void attnres_libtorch_stub(void) {}' > "$tmp/stub.c"
-  gcc -shared -fPIC -o "$tmp/out/lib/libtorch.so" "$tmp/stub.c"
-fi
+# libcupti's helpers are not needed by libtorch_cpu; keep the folder small.
+rm -f "$tmp/out/lib/"libnvperf_* "$tmp/out/lib/"libcheckpoint.so "$tmp/out/lib/"libpcsamplingutil.so
+echo 'void attnres_libtorch_stub(void) {}' > "$tmp/stub.c"
+gcc -shared -fPIC -o "$tmp/out/lib/libtorch.so" "$tmp/stub.c"
 echo "$version" > "$tmp/out/build-version"
 touch "$tmp/out/.complete"
 rm -rf "$dest"
