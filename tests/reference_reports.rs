@@ -1,4 +1,4 @@
-//! Every committed report under reports/ is what `attnres report` writes now from the
+//! Every committed report under reports/reference/ is what `attnres report` writes now from the
 //! committed results under results/reference/: the same files, byte for byte, except the
 //! "Generated <time>" line of report.md and report.html. A change to the analysis, the
 //! figures or the report text that is not followed by `make report` fails here.
@@ -50,7 +50,7 @@ fn comparable(path: &Path) -> Vec<u8> {
 #[test]
 fn committed_reports_rebuild_byte_identical_from_committed_results() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut names: Vec<String> = std::fs::read_dir(root.join("reports"))
+    let mut names: Vec<String> = std::fs::read_dir(root.join("reports/reference"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("report.md").is_file())
@@ -59,14 +59,14 @@ fn committed_reports_rebuild_byte_identical_from_committed_results() {
     names.sort();
     assert!(
         names.iter().any(|n| n == "quick"),
-        "no committed reports found under reports/: {names:?}"
+        "no committed reports found under reports/reference/: {names:?}"
     );
     let tmp = TempDir::new("reference-reports");
     for name in &names {
         let results = root.join("results/reference").join(name);
         assert!(
             results.is_dir(),
-            "reports/{name} is committed but results/reference/{name} is not"
+            "reports/reference/{name} is committed but results/reference/{name} is not"
         );
         let out = attnres()
             .current_dir(root)
@@ -76,17 +76,17 @@ fn committed_reports_rebuild_byte_identical_from_committed_results() {
             .output()
             .unwrap();
         assert!(out.status.success(), "report {name}: {}", stderr(&out));
-        let committed = root.join("reports").join(name);
+        let committed = root.join("reports/reference").join(name);
         let rebuilt = tmp.path().join(name);
         assert_eq!(
             files(&committed),
             files(&rebuilt),
-            "reports/{name}: the committed files differ from the rebuilt ones; run `make report`"
+            "reports/reference/{name}: the committed files differ from the rebuilt ones; run `make report`"
         );
         for file in files(&committed) {
             assert!(
                 comparable(&committed.join(&file)) == comparable(&rebuilt.join(&file)),
-                "reports/{name}/{} differs from what `attnres report` writes now; run `make report` and commit",
+                "reports/reference/{name}/{} differs from what `attnres report` writes now; run `make report` and commit",
                 file.display()
             );
         }

@@ -9,6 +9,7 @@ use super::InputError;
 use crate::analysis::fit::EMode;
 use crate::analysis::multiplier::{FitOptions, FitReport, RunPoint, analyse};
 use crate::analysis::stats::SeedMean;
+use crate::report::place::report_dir;
 use crate::report::tables::{
     HOLD_OUT_HEADER, fit_rows, hold_out_rows, multiplier_interval, paired_header, paired_rows,
 };
@@ -56,7 +57,8 @@ pub struct FitCmd {
     /// Fit external points instead: a CSV with columns arm, compute, loss[, seed].
     #[arg(long)]
     pub points: Option<PathBuf>,
-    /// Where to write fits.json (default reports/NAME/fits.json).
+    /// Where to write fits.json (default: REPORTS/NAME/fits.json, where REPORTS mirrors
+    /// --results: results -> reports, results/reference -> reports/reference).
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
@@ -109,10 +111,14 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
             (report, names.join("+"))
         }
     };
+    let out = match cmd.out {
+        Some(out) => out,
+        None => {
+            let dir = report_dir(&cmd.fit.results, None, &name)?;
+            dir.join("fits.json")
+        }
+    };
     print_fit(&report);
-    let out = cmd
-        .out
-        .unwrap_or_else(|| PathBuf::from("reports").join(&name).join("fits.json"));
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -274,17 +280,20 @@ fn read_points(path: &std::path::Path) -> anyhow::Result<Vec<RunPoint>> {
 #[derive(Debug, Args)]
 pub struct ReportCmd {
     pub sweep: PathBuf,
-    /// Where reports go: REPORTS/NAME/.
-    #[arg(long, default_value = "reports")]
-    pub reports: PathBuf,
+    /// Where reports go: REPORTS/NAME/ (default: the folder that mirrors --results:
+    /// results -> reports, results/reference -> reports/reference).
+    #[arg(long)]
+    pub reports: Option<PathBuf>,
     #[command(flatten)]
     pub fit: FitArgs,
 }
 
 pub fn run_report(cmd: ReportCmd) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep).map_err(|e| InputError(e.to_string()))?;
+    let dir = report_dir(&cmd.fit.results, cmd.reports.as_deref(), &sweep.file.name)?;
     let started = std::time::Instant::now();
-    let written = write_report(&sweep, &cmd.fit.options(), &cmd.reports)?;
+    let reports_root = dir.parent().unwrap_or(std::path::Path::new("."));
+    let written = write_report(&sweep, &cmd.fit.options(), reports_root)?;
     println!(
         "report: {} runs of sweep {}",
         written.analysis.runs.len(),

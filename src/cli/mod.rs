@@ -39,7 +39,7 @@ pub enum Command {
     Status(sweep::SweepArgs),
     /// Fit scaling laws and compute multipliers (with bootstrap intervals) and write fits.json.
     Fit(analyze::FitCmd),
-    /// Write reports/NAME/report.md and a self-contained report.html from the results.
+    /// Write REPORTS/NAME/report.md, a self-contained report.html and figures from the results.
     Report(analyze::ReportCmd),
     /// Print the multipliers and losses of several sweeps side by side.
     Compare(analyze::CompareCmd),
@@ -87,8 +87,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// Reads a YAML file into `T`; errors name the file, the line and column, and the key.
 pub fn read_yaml<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| InputError(format!("cannot read {}: {e}", path.display())))?;
+    let text = crate::spec::read::read_text(path).map_err(|e| InputError(e.to_string()))?;
     serde_yaml_ng::from_str(&text).map_err(|e| {
         let at = e
             .location()

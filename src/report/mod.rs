@@ -1,7 +1,8 @@
-//! Reports: `reports/NAME/report.md` and a self-contained `report.html` with every figure,
+//! Reports: `REPORTS/NAME/report.md` and a self-contained `report.html` with every figure,
 //! rebuilt from the results folder alone.
 
 pub mod doc;
+pub mod place;
 pub mod sections;
 pub mod shapes;
 pub mod tables;

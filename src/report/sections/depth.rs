@@ -168,7 +168,7 @@ pub(super) fn magnitudes(
     }
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     doc.p(format!(
-        "At the end of training, size {size}, mean over seeds. Per Transformer block i (sublayers 2i and 2i+1, SPEC section 8): the hidden state it reads (RMS of x_2i), its output (RMS of y_2i + y_2i+1, the `block_out_rms` probe) and the L2 norm of its gradient (root-sum-square of the two sublayers').{}",
+        "At the end of training, size {size}, mean over seeds. Per Transformer block i (sublayers 2i and 2i+1): the hidden state it reads (RMS of x_2i), its output (RMS of y_2i + y_2i+1, the `block_out_rms` probe) and the L2 norm of its gradient (root-sum-square of the two sublayers').{}",
         if missing {
             " A dash: the run predates the `block_out_rms` probe; retrain it to record it."
         } else {
