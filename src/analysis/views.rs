@@ -164,28 +164,40 @@ pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile
         .cloned()
         .collect();
     let layers = layers_frame(&at_size)?;
-    let arm_of = df!(
-        "id" => at_size.iter().map(|r| r.planned.id.clone()).collect::<Vec<_>>(),
-        "arm" => at_size.iter().map(|r| r.planned.arm.clone()).collect::<Vec<_>>(),
-    )?;
-    let last = layers
-        .clone()
-        .lazy()
-        .filter(col("step").eq(col("step").max().over([col("id")])?))
-        .join(
-            arm_of.lazy(),
-            [col("id")],
-            [col("id")],
-            JoinArgs::new(JoinType::Inner),
-        )
-        .group_by_stable([col("arm"), col("metric"), col("layer")])
-        .agg([col("value").mean()])
-        .sort(["arm", "metric", "layer"], Default::default())
-        .collect()?;
+    // Each run's rows at its last probed step, labelled with the run's arm.
+    let (ids, steps) = (strs(&layers, "id")?, floats(&layers, "step")?);
+    let last_step = |id: &str| {
+        (0..ids.len())
+            .filter(|&i| ids[i] == id)
+            .map(|i| steps[i])
+            .fold(f64::NEG_INFINITY, f64::max)
+    };
+    let mut arm_of = std::collections::HashMap::new();
+    for r in &at_size {
+        arm_of.insert(
+            r.planned.id.clone(),
+            (r.planned.arm.clone(), last_step(&r.planned.id)),
+        );
+    }
+    let keep: BooleanChunked = (0..ids.len())
+        .map(|i| arm_of.get(&ids[i]).is_some_and(|&(_, s)| steps[i] == s))
+        .collect();
+    let mut last = layers.filter(&keep)?;
+    let arm_column: Vec<String> = strs(&last, "id")?
+        .iter()
+        .map(|id| arm_of[id].0.clone())
+        .collect();
+    last.with_column(Column::new("arm".into(), arm_column))?;
+    #[allow(deprecated)] // the eager group-by: see load::seed_means
+    let last = last
+        .group_by_stable(["arm", "metric", "layer"])?
+        .select(["value"])
+        .mean()?
+        .sort(["arm", "metric", "layer"], Default::default())?;
     let (arm, metric, value) = (
         strs(&last, "arm")?,
         strs(&last, "metric")?,
-        floats(&last, "value")?,
+        floats(&last, "value_mean")?,
     );
     let pick = |a: &str, m: &str| -> Vec<f64> {
         (0..arm.len())
@@ -336,11 +348,10 @@ pub fn depth_attention_grids(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<
             continue;
         };
         let depth = depth_frame(std::slice::from_ref(run))?;
-        let last = depth
-            .clone()
-            .lazy()
-            .filter(col("step").eq(col("step").max()))
-            .collect()?;
+        let steps = floats(&depth, "step")?;
+        let final_step = steps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let keep: BooleanChunked = steps.iter().map(|&s| s == final_step).collect();
+        let last = depth.filter(&keep)?;
         let (layer, source, weight) = (
             floats(&last, "layer")?,
             floats(&last, "source")?,

@@ -77,19 +77,16 @@ pub fn read_parquet_documents(
         let bad = |e: PolarsError| {
             DataError::Config(format!("{}: cannot read parquet: {e}", file.display()))
         };
-        let df = LazyFrame::scan_parquet(
-            PlRefPath::new(file.to_string_lossy().as_ref()),
-            Default::default(),
-        )
-        .map_err(bad)?
-        .select([col(column)])
-        .collect()
-        .map_err(|e| {
-            DataError::Config(format!(
-                "{}: no text column `{column}` ({e}); set data.corpus.parquet.column",
-                file.display()
-            ))
-        })?;
+        let reader = fs::File::open(file).map_err(|e| DataError::io(file, e))?;
+        let df = ParquetReader::new(reader)
+            .with_columns(Some(vec![column.to_string()]))
+            .finish()
+            .map_err(|e| {
+                DataError::Config(format!(
+                    "{}: no text column `{column}` ({e}); set data.corpus.parquet.column",
+                    file.display()
+                ))
+            })?;
         let series = df.column(column).map_err(bad)?;
         let texts = series.str().map_err(|e| {
             DataError::Config(format!(
