@@ -174,6 +174,12 @@ pub fn run_task(args: TaskArgs) -> anyhow::Result<()> {
 
 /// `attnres cancel SWEEP`: cancels the sweep's Slurm jobs.
 pub fn run_cancel(args: SweepArgs) -> anyhow::Result<()> {
+    if let Some(filter) = args.filter.first() {
+        anyhow::bail!(InputError(format!(
+            "--filter {filter}: cancel stops every Slurm job of the sweep and selects no runs; \
+             drop --filter, or stop one job with scancel JOB_ID"
+        )));
+    }
     let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
     let ids = slurm::cancel(&sweep.results_dir(&args.results))?;
     if ids.is_empty() {

@@ -87,8 +87,38 @@ impl SweepArgs {
                     .map_err(|e| InputError(format!("--filter {f}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        check_filters_select(&sweep, &self.filter, &filters)?;
         Ok((sweep, filters))
     }
+}
+
+/// Refuses `--filter`s that select nothing: each must match a run of the sweep, and all of
+/// them together at least one, or the command would do nothing and say it succeeded.
+fn check_filters_select(sweep: &Sweep, raw: &[String], filters: &[Filter]) -> anyhow::Result<()> {
+    let file = sweep.path.display();
+    for (text, filter) in raw.iter().zip(filters) {
+        if !sweep.runs.iter().any(|r| filter.matches(r)) {
+            let hint = match filter.known_values(&sweep.runs) {
+                Some((key, values)) => format!("; its {key} values are {}", values.join(", ")),
+                None => String::new(),
+            };
+            anyhow::bail!(InputError(format!(
+                "--filter {text} matches no run of {file}{hint}"
+            )));
+        }
+    }
+    if !filters.is_empty()
+        && !sweep
+            .runs
+            .iter()
+            .any(|r| filters.iter().all(|f| f.matches(r)))
+    {
+        anyhow::bail!(InputError(format!(
+            "--filter {} together match no run of {file}; drop one of them",
+            raw.join(" --filter ")
+        )));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]

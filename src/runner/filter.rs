@@ -32,6 +32,32 @@ impl FromStr for Filter {
 }
 
 impl Filter {
+    /// For a `key=value` filter, the key and the values the runs have for it, in order.
+    pub fn known_values(&self, runs: &[PlannedRun]) -> Option<(String, Vec<String>)> {
+        let Self::Key { key, .. } = self else {
+            return None;
+        };
+        let mut values: Vec<String> = Vec::new();
+        for run in runs {
+            let value = match key.as_str() {
+                "size" => run.size.clone(),
+                "arm" => run.arm.clone(),
+                "variant" => run.spec.model.residual.variant().to_string(),
+                "block_size" => match run.block_size {
+                    Some(s) => s.to_string(),
+                    None => continue,
+                },
+                "seed" => run.seed.to_string(),
+                "task" => run.task().to_string(),
+                _ => return None,
+            };
+            if !values.contains(&value) {
+                values.push(value);
+            }
+        }
+        Some((key.clone(), values))
+    }
+
     pub fn matches(&self, run: &PlannedRun) -> bool {
         match self {
             Self::Text(t) => super::describe(run).contains(t.as_str()),

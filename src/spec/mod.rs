@@ -7,6 +7,7 @@ pub mod family;
 pub mod grid;
 pub mod locate;
 pub mod presets;
+pub mod read;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
@@ -38,12 +39,7 @@ pub struct MemoryLimit {
 impl Sweep {
     /// Reads, validates and expands a sweep file; nothing is written.
     pub fn load(path: &Path) -> Result<Self, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-            key: String::new(),
-            message: format!("cannot read the sweep file: {e}"),
-            file: Some(path.to_path_buf()),
-            location: None,
-        })?;
+        let text = read::read_text(path)?;
         Self::parse(path, &text)
     }
 

@@ -1,0 +1,116 @@
+//! Inputs that would do nothing, or the wrong thing, are refused with exit 2 and a message
+//! naming the flag or file, before anything is written; inputs that only look odd are read.
+
+#[path = "common/run.rs"]
+mod run;
+
+use std::path::Path;
+
+use run::*;
+
+fn smoke() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/smoke.yaml")
+}
+
+#[test]
+fn a_filter_that_selects_nothing_is_refused_before_anything_is_written() {
+    let tmp = TempDir::new("filter-nothing");
+    for (filters, expect) in [
+        (vec!["size=nosuch"], "its size values are nano, nano2"),
+        (vec!["seed=abc"], "its seed values are 0, 1"),
+        (vec!["size=nano2", "id=ffffffffff"], "matches no run"),
+    ] {
+        for command in ["plan", "run", "status"] {
+            let mut cmd = attnres();
+            cmd.arg(command)
+                .arg(smoke())
+                .arg("--results")
+                .arg(tmp.path());
+            for f in &filters {
+                cmd.args(["--filter", f]);
+            }
+            let out = cmd.output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command} {filters:?}: {}",
+                stderr(&out)
+            );
+            assert!(
+                stderr(&out).contains(expect),
+                "{command} {filters:?}: {}",
+                stderr(&out)
+            );
+            assert!(stderr(&out).contains("--filter"), "{}", stderr(&out));
+        }
+    }
+    let written: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(written.is_empty(), "refused commands wrote {written:?}");
+    // Together: each matches something, both at once nothing.
+    let out = attnres()
+        .arg("plan")
+        .arg(smoke())
+        .args(["--filter", "size=nano", "--filter", "size=nano2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("together match no run"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn cancel_refuses_a_filter_it_cannot_apply() {
+    let out = attnres()
+        .arg("cancel")
+        .arg(smoke())
+        .args(["--filter", "seed=0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--filter seed=0"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_sweep_saved_with_a_byte_order_mark_plans_like_one_without() {
+    let tmp = TempDir::new("bom");
+    let text = std::fs::read(smoke()).unwrap();
+    let with_bom = tmp.path().join("smoke.yaml");
+    std::fs::write(&with_bom, [b"\xef\xbb\xbf".as_slice(), &text].concat()).unwrap();
+    let plain = attnres().arg("plan").arg(smoke()).output().unwrap();
+    let bom = attnres().arg("plan").arg(&with_bom).output().unwrap();
+    assert!(bom.status.success(), "{}", stderr(&bom));
+    assert_eq!(
+        String::from_utf8_lossy(&bom.stdout).replace(&with_bom.display().to_string(), "X"),
+        String::from_utf8_lossy(&plain.stdout).replace(&smoke().display().to_string(), "X")
+    );
+}
+
+#[test]
+fn a_device_or_fifo_is_refused_as_a_sweep_without_reading_it() {
+    let tmp = TempDir::new("fifo");
+    let fifo = tmp.path().join("sweep.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for path in [Path::new("/dev/zero"), fifo.as_path()] {
+        let out = attnres().arg("plan").arg(path).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}: {}",
+            path.display(),
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("not a regular file"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains(&path.display().to_string()));
+    }
+}
