@@ -17,6 +17,36 @@ pub const PRESETS: &[(&str, usize, usize)] = &[
     ("xxl", 768, 14),
 ];
 
+/// The presets as the Markdown table of docs/sweeps.md: shape, heads at the default
+/// `head_dim` of 32, and the baseline's non-embedding parameters at the defaults (byte
+/// vocabulary, `ff_mult` 8/3, context 128).
+pub fn presets_markdown() -> String {
+    let mut out = String::from(
+        "| size | d_model | blocks | sublayers | heads (head_dim 32) | non-embedding params (baseline) |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for &(name, d_model, n_blocks) in PRESETS {
+        let config = ModelConfig {
+            vocab_size: 256,
+            d_model,
+            n_blocks,
+            n_heads: (d_model / 32).max(1),
+            ff_mult: 8.0 / 3.0,
+            context: 128,
+            residual: Default::default(),
+            value_residual: false,
+        };
+        let params = param_counts(&config).non_embedding;
+        out.push_str(&format!(
+            "| `{name}` | {d_model} | {n_blocks} | {} | {} | {} |\n",
+            2 * n_blocks,
+            config.n_heads,
+            crate::fmt::thousands(params)
+        ));
+    }
+    out
+}
+
 pub fn preset(name: &str) -> Option<(usize, usize)> {
     PRESETS
         .iter()
@@ -71,4 +101,39 @@ pub fn depth_width_shapes(
                 .unwrap_or((head_dim, 1))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/sweeps.md's table of sizes is this code's; `ATTNRES_UPDATE_DOCS=1 cargo test`
+    /// rewrites it.
+    #[test]
+    fn the_docs_table_of_sizes_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/sweeps.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let (begin, end) = ("<!-- sizes:begin -->\n", "<!-- sizes:end -->");
+        let start = doc
+            .find(begin)
+            .expect("docs/sweeps.md lacks <!-- sizes:begin -->")
+            + begin.len();
+        let stop = doc
+            .find(end)
+            .expect("docs/sweeps.md lacks <!-- sizes:end -->");
+        let table = presets_markdown();
+        if std::env::var_os("ATTNRES_UPDATE_DOCS").is_some() {
+            std::fs::write(&path, format!("{}{table}{}", &doc[..start], &doc[stop..])).unwrap();
+            return;
+        }
+        assert_eq!(
+            &doc[start..stop],
+            table,
+            "docs/sweeps.md's sizes differ from src/spec/presets.rs; run ATTNRES_UPDATE_DOCS=1 cargo test"
+        );
+        assert!(
+            table.contains("| `micro` | 64 | 4 | 8 | 2 | 201,280 |"),
+            "{table}"
+        );
+    }
 }
