@@ -27,12 +27,12 @@ fn main() -> ExitCode {
 /// time. A forward pass allocates and frees tensors of hundreds of KB to tens of MB; by
 /// default the heap was trimmed at the end of each pass and its pages faulted in again,
 /// zero-filled, in the next, and the larger tensors were mapped and unmapped one by one.
-/// Measured (docs/performance.md, "Sessions 11 and 12"): Block AttnRes inference at `tiny`,
+/// Measured (git log -- docs/performance.md): Block AttnRes inference at `tiny`,
 /// batch 16, 1.49-1.58x the baseline before, 1.11-1.16x after; the baseline at the reference
 /// size, context 1024, batch 1, 229 -> 125-176 ms. The price: the heap fragments, and a long
 /// run's resident memory levels off above its first steps' (d 512: 1.75-1.85 GB, then
 /// 2.05-2.09 GB from its fifth minute), which `plan`'s estimate allows for
-/// (`model::memory::HEAP_SLACK`; docs/performance.md, "Session 18").
+/// (`model::memory::HEAP_SLACK`; git log -- docs/performance.md).
 fn keep_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

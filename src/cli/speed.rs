@@ -8,7 +8,7 @@ use crate::train::Summary;
 
 /// Training speed of one CPU core assumed by `plan` before any run of the sweep has finished
 /// (tch, one 1-thread run per core, small models); finished runs replace it with their
-/// measured speed. Session 32's build trained the quick sweep at 57 and the scaling sweep at
+/// measured speed. A 2-core Intel Xeon trained the quick sweep at 57 and the scaling sweep at
 /// 71 GFLOP/s a core on 2 cores (sweeps/quick.yaml and scaling.yaml's measured times).
 const ASSUMED_FLOPS_PER_CORE_S: f64 = 60e9;
 

@@ -30,7 +30,7 @@ pub struct FlopsPerToken {
     pub attention: u64,
     /// `4 * d` per (layer, source) pair for AttnRes; `2 * d` per (block, source) for
     /// DenseFormer; for HC, mHC and mHC-lite `2 m d (m + 2)` per layer (read, mix, write),
-    /// `m d` for the final sum, and the coefficients' own arithmetic (docs/residuals.md);
+    /// `m d` for the final sum, and the coefficients' own arithmetic (docs/method.md);
     /// plus `3 d` per attention layer that mixes in the first layer's values.
     pub depth: u64,
     /// `2 * d * vocab`.

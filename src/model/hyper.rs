@@ -1,9 +1,9 @@
 //! The configuration of the multi-stream families: hyper-connections, mHC and mHC-lite
-//! (SPEC section 6, docs/residuals.md); re-exported by `config`.
+//! (SPEC section 6, docs/method.md); re-exported by `config`.
 
 use super::config::ConfigError;
 
-/// The multi-stream families (SPEC section 6, docs/residuals.md).
+/// The multi-stream families (SPEC section 6, docs/method.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HyperConfig {
     pub kind: HyperKind,

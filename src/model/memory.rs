@@ -24,7 +24,7 @@ pub const RUNTIME_BYTES: f64 = 0.4e9;
 /// (everything a step allocates anew: activations, gradients, the updated weights and
 /// moments). `src/main.rs` keeps the heap between steps and never trims it, for speed; it
 /// fragments, and a run's resident memory grows over its first minutes to a plateau. Measured
-/// (docs/performance.md, "Session 18"; d 512, 8 blocks, 8 x 256 tokens, 150-400 steps): the
+/// (d 512, 8 blocks, 8 x 256 tokens, 150-400 steps; git log -- docs/performance.md): the
 /// baseline 1.75-1.85 GB after a few steps, 2.05-2.09 GB at the plateau, against 1.76 GB for
 /// the other parts, which a slack of 0.25 would have met with no margin (2.10 GB). Trimming
 /// the heap once a minute did not hold it lower (1.86-2.05 GB).
@@ -173,8 +173,8 @@ mod tests {
         assert_eq!(half.activations, two.activations / 2.0);
     }
 
-    /// Whole training runs' peak resident memory, measured (docs/performance.md, "Session
-    /// 18": `attnres run`, 8 blocks, head_dim 64, 8 x 256 tokens, evals and checkpoints every
+    /// Whole training runs' peak resident memory, measured (git log -- docs/performance.md:
+    /// `attnres run`, 8 blocks, head_dim 64, 8 x 256 tokens, evals and checkpoints every
     /// 100 steps, 150-300 steps), lies under the estimate: before the heap's part, the three
     /// at d 512 did not.
     #[test]

@@ -1,6 +1,6 @@
 //! AdamW with each parameter's step one fused operation (`model::kernels::adamw`): the same
 //! update as burn's `AdamW` (decoupled weight decay, bias-corrected moments, no AMSGrad), in
-//! one pass over a parameter where burn's takes fifteen (docs/performance.md, session 16);
+//! one pass over a parameter where burn's takes fifteen (git log -- docs/performance.md);
 //! the same floats but for a correctly rounded square root. Its state is burn's
 //! `AdamWState`, so checkpoints written with burn's optimizer resume with this one and back.
 

@@ -31,7 +31,7 @@ pub struct Case {
     pub model: ModelConfig,
     /// Sequences per step (a training micro-batch, or an inference batch).
     pub batch: usize,
-    /// Time the two-phase inference forward instead of a training step.
+    /// Time the inference forward instead of a training step.
     pub inference: bool,
     pub precision: Precision,
     pub threads: Option<usize>,
@@ -77,7 +77,7 @@ fn one() -> usize {
 /// The least time a timed sample covers: a case whose step is shorter runs that many steps
 /// back to back per sample and answers their mean. Single forwards of 0.5-8 ms (batch-1
 /// inference at the sweep sizes) swung by 2-3x from round to round, which left their
-/// ratios unreadable (docs/performance.md, "Session 17").
+/// ratios unreadable (git log -- docs/performance.md).
 pub const MIN_SAMPLE_S: f64 = 0.02;
 
 /// Steps per sample for a case whose quickest of three warm steps took `seconds`.

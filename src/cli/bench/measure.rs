@@ -38,8 +38,7 @@ pub(super) fn measure_group(
         .collect();
     let per_case = binaries.len();
     // One-thread children step one at a time, so they share one CPU: on two CPUs that
-    // differ in speed, each child would otherwise keep the speed of the one it settled on
-    // (docs/performance.md, "Session 32").
+    // differ in speed, each child would otherwise keep the speed of the one it settled on.
     let pin = if args.threads == Some(1) && crate::backend::gpu_index(&args.device).is_none() {
         child::current_cpu()
     } else {

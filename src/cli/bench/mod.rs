@@ -54,8 +54,8 @@ pub struct BenchArgs {
     /// (one run per size and arm), instead of the reference size.
     #[arg(long)]
     pub sizes: Option<PathBuf>,
-    /// Time the inference forward (the two-phase path) at --batch-size sequences, not
-    /// training steps.
+    /// Time the inference forward (the path inference takes, docs/method.md) at --batch-size
+    /// sequences, not training steps.
     #[arg(long)]
     pub inference: bool,
     /// Float type of weights, activations and optimizer state (bf16: tch only); the matmul
@@ -74,7 +74,7 @@ pub struct BenchArgs {
     pub against: Option<PathBuf>,
     /// Start every case's child afresh this many times, the rounds shared out among them
     /// (each start warmed up again). A process keeps a speed of its own for all its rounds,
-    /// a point or two either way (docs/performance.md, "Session 32"), which one process per
+    /// a point or two either way (docs/performance.md), which one process per
     /// case leaves out of the intervals; several put it into the rounds' spread.
     #[arg(long, default_value_t = 1)]
     pub processes: usize,

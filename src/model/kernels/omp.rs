@@ -3,7 +3,7 @@
 //! After each of its parallel operations libtorch leaves its OpenMP threads spinning for a
 //! while, waiting for the next; a kernel of ours that ran on the calling thread alone kept the
 //! other cores busy spinning, and one that ran on rayon's pool fought those spinning threads
-//! for the cores (docs/performance.md, "Fused operations"). Handing our tasks to the same
+//! for the cores (docs/performance.md). Handing our tasks to the same
 //! team, through libgomp's `GOMP_parallel` entry point (the one a C compiler emits for
 //! `#pragma omp parallel`), puts them on threads that are awake already.
 //!

@@ -15,7 +15,7 @@
 //! libtorch runs as one product per sequence. Measured on this project's 2-core host, the 2-D
 //! form trains 2.2-4.6% faster in every arm at every size (burn's backward formed one
 //! weight gradient per sequence and summed them), and the batched form runs a batch of 16
-//! sequences' forward 1-4% faster with 2 threads (docs/performance.md, session 30).
+//! sequences' forward 1-4% faster with 2 threads (git log -- docs/performance.md).
 //!
 //! A projection whose result completes a block of AttnRes (each of Full AttnRes's layers, the
 //! last of each block in Block AttnRes) may be given the source stack's next slot to write

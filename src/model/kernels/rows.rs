@@ -1,7 +1,7 @@
 //! CPU kernels over rows of f32 (one row a token), in plain Rust on slices: one pass where
 //! the composed form takes one libtorch kernel per elementwise step. Most run on the calling
 //! thread: split across rayon's pool they lost to libgomp's threads, which spin on the other
-//! cores after each libtorch operation (docs/performance.md, "Fused operations"). The
+//! cores after each libtorch operation (docs/performance.md). The
 //! norm's forwards run in tasks of rows on those libgomp threads (`omp.rs`); backwards
 //! that sum over rows stay on one thread, in the order the reference runs were trained with.
 

@@ -136,7 +136,7 @@ fn push(stacked: Tensor<3>, v: Tensor<2>, capacity: usize, grad: &StackGrad) -> 
 /// previous slot's. With `N d` floats apart (a power of two at the usual sizes) the same row
 /// of every slot fell on the same cache sets and 4 KB offsets, and the mixing kernels, which
 /// read that row of every slot and write that row of every gradient slot in turn, stalled on
-/// it: the padding made their backward 28-44% faster (docs/performance.md, session 14).
+/// it: the padding made their backward 28-44% faster (git log -- docs/performance.md).
 pub(super) fn padded_slots(slots: usize, n: usize, d: usize) -> [usize; 3] {
     [slots, n + 1, d]
 }

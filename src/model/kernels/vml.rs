@@ -2,7 +2,7 @@
 //! made ready on every thread of libtorch's OpenMP team one thread at a time, before any
 //! two threads first call it at once.
 //!
-//! Measured (session 23, tch on this project's 2-core Xeon, docs/performance.md): in about
+//! Measured (tch on this project's 2-core Xeon; git log -- docs/performance.md): in about
 //! one training process of 600, the first `exp` of the run, which libtorch splits over both
 //! threads (the log-softmax of the first step's loss under autodiff), came back with the
 //! second thread's half up to 1.1e-4 off instead of 3e-8 (an error like that of VML's

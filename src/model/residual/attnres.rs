@@ -35,7 +35,7 @@ pub struct PseudoQuery {
 /// one Adam step moves it about as far as it moves a pseudo-query: Adam changes each of the
 /// `d^2` entries of `W` by about the learning rate, which without the `1/d` moves each query
 /// entry, and so the logits, `d` times faster than the `d` entries of `w`. Unscaled, the
-/// first steps saturated the softmax onto single sources and training stalled (README).
+/// first steps saturated the softmax onto single sources and training stalled (docs/method.md).
 #[derive(Module, Debug)]
 pub struct InputQuery {
     /// `[d, d]`, zero at init.

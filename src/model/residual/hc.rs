@@ -1,4 +1,4 @@
-//! Hyper-connections (Zhu et al., arXiv 2409.19606; SPEC section 6, docs/residuals.md): `m`
+//! Hyper-connections (Zhu et al., arXiv 2409.19606; SPEC section 6, docs/method.md): `m`
 //! residual streams with, per layer, a width connection (the layer reads `sum_i A_m[i] h_i`
 //! and the streams mix by `A_r`) and a depth connection (the output enters stream `j` with
 //! weight `B[j]`). Static weights, plus with `dynamic` the input-dependent terms

@@ -1,5 +1,5 @@
 //! Manifold-constrained hyper-connections, mHC (arXiv 2512.24880; SPEC section 6,
-//! docs/residuals.md), and the frame mHC-lite shares. `m` residual streams; per layer, from
+//! docs/method.md), and the frame mHC-lite shares. `m` residual streams; per layer, from
 //! the RMS-normalised flattened state `x~ = RMSNorm(vec(h))` `[m d]`, one projection gives
 //! the read weights `H_pre = sigmoid(a_pre x~ P_pre + b_pre)`, the write weights
 //! `H_post = 2 sigmoid(a_post x~ P_post + b_post)` and the stream mixing `H_res`, a doubly

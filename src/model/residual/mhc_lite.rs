@@ -1,4 +1,4 @@
-//! mHC-lite (arXiv 2601.05732; SPEC section 6, docs/residuals.md): mHC's stream mixing made
+//! mHC-lite (arXiv 2601.05732; SPEC section 6, docs/method.md): mHC's stream mixing made
 //! doubly stochastic by construction instead of by Sinkhorn iterations. By Birkhoff-von
 //! Neumann, every doubly stochastic `m x m` matrix is a convex combination of the `m!`
 //! permutation matrices, so `H_res = sum_k softmax(z)_k P_k` with `m!` logits `z` per token

@@ -12,7 +12,7 @@
 //! gradient row in the order the steps' backward ran, and `along_q v` added to that step's
 //! query gradient. What is read per source is the `g` rows of the steps that read it, where
 //! `backward.rs` reads its row and reads and writes its gradient row at each of those steps
-//! (docs/performance.md, session 24). The floats differ from `backward.rs`'s in the last
+//! (git log -- docs/performance.md). The floats differ from `backward.rs`'s in the last
 //! bits (`g . x` is rounded otherwise, and `dq` is summed in another order).
 
 use super::super::omp::for_each_task;

@@ -1,6 +1,6 @@
 //! `e^x` for the mixing kernels' softmax, sixteen lanes at a time, giving the same floats as
 //! the C library's `expf` that the kernels called one source at a time before
-//! (docs/performance.md, session 19).
+//! (git log -- docs/performance.md).
 //!
 //! The algorithm is glibc's (`sysdeps/ieee754/flt-32/e_expf.c`, read off 2.36), in the form
 //! its x86-64 build with fused multiply-adds runs (`__expf_fma`, which glibc picks on every
@@ -255,7 +255,7 @@ mod tests {
 
     /// The port gives the bits of this machine's C library `expf` for every 13th bit
     /// pattern (all signs, exponents and the special cases' ranges) and every boundary.
-    /// (Checked once for all 2^32 patterns too: docs/performance.md, session 19.)
+    /// (The ignored test below checks all 2^32 patterns.)
     #[test]
     fn the_port_is_the_c_librarys_expf() {
         let boundaries = [

@@ -11,7 +11,7 @@
 //! from its first step's term (or from the sum so far, `continued`) and adds the next in
 //! order; each step's share of `dq` is summed per task of rows over its tokens in order,
 //! and the tasks' sums are added to the step's `dq` source by source, in the order given
-//! (docs/performance.md, session 27).
+//! (git log -- docs/performance.md).
 
 use super::super::omp::for_each_task;
 use super::super::rows::ROWS_PER_TASK;

@@ -7,7 +7,7 @@
 //! are the same bit for bit (the tests hold the two paths to each other). What changes is the
 //! waiting: one token at a time, each source's square root, divisions and exponential wait
 //! on the one before through the max and the sum, and at `d` 64 to 128 that chain, more
-//! than the arithmetic, set the pace (docs/performance.md, session 19). At `d` 256 the
+//! than the arithmetic, set the pace (git log -- docs/performance.md). At `d` 256 the
 //! sixteen tokens' source rows no longer stay in the first-level cache from the dots to
 //! the weighted sums, and the two paths measured alike; wider models keep one token at a
 //! time.

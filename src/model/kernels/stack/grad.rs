@@ -48,7 +48,7 @@ struct Ahead {
 
 /// Sources one push forms gradients for at most: its own and those just below it, which
 /// the same steps read, so that each step's `g` row is read once for all of them
-/// (docs/performance.md, session 27).
+/// (git log -- docs/performance.md).
 const GROUP: usize = 4;
 
 /// Steps that must read a push's source for it to begin the sources below: each saves
