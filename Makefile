@@ -5,7 +5,7 @@ CACHE            ?= $(HOME)/.cache/attnres
 LIBTORCH         ?= $(CACHE)/libtorch-2.9.0-cpu
 CARGO_TARGET_DIR ?= $(CACHE)/target
 # The binary of build, quick and bench has libtorch only; the tests also compare the pure-Rust
-# flex backend with it, and flex is a fifth of a cold build, so only test, lint and fuzz
+# flex backend with it, and flex is a seventh of a cold build, so only test, lint and fuzz
 # build it. Both builds write the same binary path: the last one built is the one there.
 FEATURES         ?= tch
 TEST_FEATURES    ?= tch flex

@@ -5,7 +5,8 @@
 mod run;
 
 use attnres::data::{self, CorpusConfig, DataConfig, TokenizerConfig};
-use polars::prelude::*;
+use polars_core::prelude::*;
+use polars_io::prelude::*;
 use run::*;
 
 fn config(corpus: CorpusConfig, tokenizer: TokenizerConfig) -> DataConfig {

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use polars::prelude::*;
+use polars_core::prelude::*;
 
 use crate::model::flops::PFLOPS_DAY;
 use crate::spec::{PlannedRun, Sweep};

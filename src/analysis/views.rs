@@ -1,6 +1,6 @@
 //! What each figure and table needs, computed from the loaded runs and their frames.
 
-use polars::prelude::*;
+use polars_core::prelude::*;
 
 use super::figures::{ArmSeries, Grid, Profile, RunCurve};
 use super::load::{LoadedRun, depth_frame, layers_frame, runs_frame, seed_means};

@@ -5,7 +5,8 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use polars::prelude::*;
+use polars_core::prelude::*;
+use polars_io::prelude::*;
 
 use super::{StoreError, tmp_path, write_atomic};
 
