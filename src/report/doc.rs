@@ -19,6 +19,8 @@ pub enum Block {
         caption: String,
     },
     Code(String),
+    /// A bulleted list of short paragraphs.
+    List(Vec<String>),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -46,6 +48,10 @@ impl Doc {
             caption: caption.into(),
         });
     }
+    pub fn list(&mut self, items: Vec<String>) {
+        self.blocks.push(Block::List(items));
+    }
+
     pub fn code(&mut self, text: impl Into<String>) {
         self.blocks.push(Block::Code(text.into()));
     }
@@ -91,6 +97,12 @@ impl Doc {
                 }
                 Block::Code(t) => {
                     let _ = writeln!(out, "```\n{t}\n```\n");
+                }
+                Block::List(items) => {
+                    for item in items {
+                        let _ = writeln!(out, "- {item}");
+                    }
+                    out.push('\n');
                 }
             }
         }
@@ -139,6 +151,13 @@ impl Doc {
                 }
                 Block::Code(t) => {
                     let _ = writeln!(body, "<pre><code>{}</code></pre>", escape(t));
+                }
+                Block::List(items) => {
+                    body.push_str("<ul>\n");
+                    for item in items {
+                        let _ = writeln!(body, "<li>{}</li>", inline(item));
+                    }
+                    body.push_str("</ul>\n");
                 }
             }
         }

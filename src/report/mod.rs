@@ -2,6 +2,7 @@
 //! rebuilt from the results folder alone.
 
 pub mod doc;
+pub mod findings;
 pub mod place;
 pub mod sections;
 pub mod shapes;

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::doc::Doc;
+use super::findings::{Evidence, findings};
 use super::tables::{
     HOLD_OUT_HEADER, arms_table, fit_rows, hold_out_rows, paired_header, paired_rows, runs_table,
 };
@@ -10,7 +11,7 @@ use super::{Analysis, AnalysisOptions};
 use super::{shapes, tasks};
 use crate::analysis::design::Design;
 use crate::analysis::multiplier::FitReport;
-use crate::analysis::paired::paired_table;
+use crate::analysis::paired::{PairedTable, paired_table};
 use crate::analysis::views;
 use crate::fmt::thousands;
 use crate::plot;
@@ -61,6 +62,7 @@ pub fn build(
     if let Some(d) = &f.description {
         doc.p(d.trim());
     }
+    findings_section(&mut doc, a, opts, &commits, f.tasks.len() > 1)?;
     setup(&mut doc, sweep, a);
     runs_table(&mut doc, &a.runs);
     if f.tasks.len() > 1 {
@@ -91,6 +93,47 @@ pub fn build(
         p = sweep.path.display()
     ));
     Ok(doc)
+}
+
+/// What the report found, first: drawn from the same statistics as the tables below.
+fn findings_section(
+    doc: &mut Doc,
+    a: &Analysis,
+    opts: &AnalysisOptions,
+    builds: &[String],
+    several_tasks: bool,
+) -> anyhow::Result<()> {
+    // Losses of different tasks are not comparable, so a multi-task sweep has no fit, no
+    // paired losses and no pooled magnitudes; its accuracy section says what it found.
+    let paired = (!several_tasks)
+        .then(|| paired_differences(a, opts))
+        .flatten();
+    let profiles = if several_tasks {
+        Vec::new()
+    } else {
+        views::final_profiles(&a.runs)?.1
+    };
+    let mut seeds: std::collections::HashMap<(String, String, u64), usize> = Default::default();
+    for r in &a.runs {
+        *seeds
+            .entry((
+                r.planned.arm.clone(),
+                r.planned.size.clone(),
+                r.summary.tokens,
+            ))
+            .or_default() += 1;
+    }
+    let evidence = Evidence {
+        baseline: &opts.baseline,
+        paired: paired.as_ref(),
+        fit: a.fits.as_ref().ok().filter(|_| !several_tasks),
+        profiles: &profiles,
+        builds,
+        min_seeds: seeds.values().copied().min().unwrap_or(0),
+    };
+    doc.h(2, "Findings");
+    doc.list(findings(&evidence));
+    Ok(())
 }
 
 fn setup(doc: &mut Doc, sweep: &Sweep, a: &Analysis) {
@@ -228,17 +271,22 @@ fn validation(doc: &mut Doc, r: &FitReport) {
     }
 }
 
+/// Each arm's loss minus the baseline's on the same seed, per size; None without a baseline.
+fn paired_differences(a: &Analysis, opts: &AnalysisOptions) -> Option<PairedTable> {
+    let points = views::fit_points(&a.runs, opts.six_nd);
+    if !points.iter().any(|p| p.arm == opts.baseline) {
+        return None;
+    }
+    let table = paired_table(&Design::new(&points, &opts.baseline));
+    (!table.rows.is_empty()).then_some(table)
+}
+
 /// Per-size paired differences to the baseline, with or without a scaling fit (a sweep of
 /// one size has no fit but still has comparisons).
 fn paired(doc: &mut Doc, a: &Analysis, opts: &AnalysisOptions) {
-    let points = views::fit_points(&a.runs, opts.six_nd);
-    if !points.iter().any(|p| p.arm == opts.baseline) {
+    let Some(table) = paired_differences(a, opts) else {
         return;
-    }
-    let table = paired_table(&Design::new(&points, &opts.baseline));
-    if table.rows.is_empty() {
-        return;
-    }
+    };
     doc.h(3, "Per-size paired differences");
     let survivors = table.rows.iter().filter(|x| x.holm).count();
     doc.p(format!(

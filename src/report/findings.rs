@@ -1,0 +1,286 @@
+//! The Findings that open a report: a few plain sentences generated from the statistics the
+//! report's tables hold, each with its number, interval and test. Null results are stated as
+//! such, and warnings say what a reader should not lean on.
+
+use crate::analysis::bootstrap::Resampling;
+use crate::analysis::figures::Profile;
+use crate::analysis::multiplier::FitReport;
+use crate::analysis::paired::{PairedRow, PairedTable};
+
+/// An arm is called unstable when its largest hidden-state RMS, or the spread of its gradient
+/// norm across depth, is this many times the median over the sweep's arms.
+const OUTLIER: f64 = 3.0;
+/// A held-out prediction this many seed half-widths off is a miss worth a warning.
+const MISS: f64 = 2.0;
+
+/// What the Findings are drawn from.
+pub struct Evidence<'a> {
+    pub baseline: &'a str,
+    /// Per-size paired differences to the baseline, Holm-corrected.
+    pub paired: Option<&'a PairedTable>,
+    pub fit: Option<&'a FitReport>,
+    /// Each arm's per-sublayer probes at the end of training, largest size, seed means.
+    pub profiles: &'a [Profile],
+    /// The builds that trained the runs; `-dirty` marks an uncommitted tree.
+    pub builds: &'a [String],
+    /// The fewest seeds of any (arm, size).
+    pub min_seeds: usize,
+}
+
+/// Three to six sentences, most important first.
+pub fn findings(e: &Evidence) -> Vec<String> {
+    let mut out = Vec::new();
+    out.extend(multipliers(e));
+    out.extend(paired(e));
+    out.extend(held_out(e));
+    out.extend(unstable(e.profiles));
+    out.extend(provenance(e));
+    if out.is_empty() {
+        out.push("No arm has a baseline to be compared with, and no fit was made.".into());
+    }
+    out
+}
+
+fn multipliers(e: &Evidence) -> Option<String> {
+    let fit = e.fit?;
+    let arms: Vec<_> = fit
+        .arms
+        .iter()
+        .filter_map(|a| a.multiplier.as_ref().map(|m| (a.arm.as_str(), m)))
+        .filter(|(_, m)| m.value.is_finite())
+        .collect();
+    if arms.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = arms
+        .iter()
+        .map(|(arm, m)| format!("`{arm}` {:.2}x [{:.2}, {}]", m.value, m.lo, upper(m.hi)))
+        .collect();
+    let above: Vec<&str> = arms
+        .iter()
+        .filter(|(_, m)| m.lo > 1.0)
+        .map(|(a, _)| *a)
+        .collect();
+    let below: Vec<&str> = arms
+        .iter()
+        .filter(|(_, m)| m.hi < 1.0)
+        .map(|(a, _)| *a)
+        .collect();
+    let verdict = if above.is_empty() && below.is_empty() {
+        "every interval includes 1, so no compute multiplier is shown at this scale".to_string()
+    } else {
+        let mut parts = Vec::new();
+        if !above.is_empty() {
+            parts.push(format!("{} clear 1", ticks(&above)));
+        }
+        if !below.is_empty() {
+            parts.push(format!("{} fall below 1", ticks(&below)));
+        }
+        parts.join("; ")
+    };
+    let how = match &fit.resampling {
+        Resampling::Seeds { .. } => format!(
+            "95% bootstrap over seeds, {} resamples, {}",
+            fit.resamples,
+            seeds_text(e.min_seeds)
+        ),
+        Resampling::Residuals { points, parameters } => format!(
+            "95% residual bootstrap of the fit, one seed per size, {} degrees of freedom",
+            points.saturating_sub(*parameters)
+        ),
+        Resampling::Unavailable { .. } => return None,
+    };
+    Some(format!(
+        "Compute multipliers against `{}` at the largest compute ({how}): {}; {verdict}.",
+        e.baseline,
+        list.join(", ")
+    ))
+}
+
+fn seeds_text(n: usize) -> String {
+    if n == 1 {
+        "1 seed per size".into()
+    } else {
+        format!("at least {n} seeds per size")
+    }
+}
+
+fn upper(hi: f64) -> String {
+    if hi.is_finite() {
+        format!("{hi:.2}")
+    } else {
+        "∞".into()
+    }
+}
+
+fn ticks(arms: &[&str]) -> String {
+    arms.iter()
+        .map(|a| format!("`{a}`"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+fn paired(e: &Evidence) -> Vec<String> {
+    let Some(table) = e.paired.filter(|t| t.comparisons > 0) else {
+        return Vec::new();
+    };
+    let mut cells: Vec<&str> = Vec::new();
+    for r in &table.rows {
+        if !cells.contains(&r.cell.as_str()) {
+            cells.push(&r.cell);
+        }
+    }
+    let at = if cells.len() == 1 {
+        format!(" at `{}`", cells[0])
+    } else {
+        " at any size".into()
+    };
+    let survivors: Vec<&PairedRow> = table.rows.iter().filter(|r| r.holm).collect();
+    let mut out = Vec::new();
+    if survivors.is_empty() {
+        out.push(format!(
+            "No arm differs from `{}`{at} after Holm's correction over {} paired comparisons (two-sided paired t-tests on the same seeds, family-wise {}).",
+            e.baseline, table.comparisons, table.alpha
+        ));
+    } else {
+        let each: Vec<String> = survivors
+            .iter()
+            .take(3)
+            .map(|r| difference(r, e.baseline))
+            .collect();
+        out.push(format!(
+            "{} of {} paired comparisons {} Holm's correction (family-wise {}): {}.",
+            survivors.len(),
+            table.comparisons,
+            if survivors.len() == 1 {
+                "survives"
+            } else {
+                "survive"
+            },
+            table.alpha,
+            each.join("; ")
+        ));
+    }
+    let nominal = table
+        .rows
+        .iter()
+        .filter(|r| !r.holm && r.test.p < table.alpha)
+        .min_by(|a, b| a.test.p.total_cmp(&b.test.p));
+    if let Some(r) = nominal {
+        out.push(format!(
+            "The strongest difference that does not survive it: {}.",
+            difference(r, e.baseline)
+        ));
+    }
+    out
+}
+
+/// "`arm` at `size` is worse than `baseline` by 0.039 nats [+0.030, +0.048] (3 seeds, p = 0.003)".
+fn difference(r: &PairedRow, baseline: &str) -> String {
+    let d = &r.test.diff;
+    let word = if d.mean > 0.0 { "worse" } else { "better" };
+    format!(
+        "`{}` at `{}` is {word} than `{baseline}` by {:.3} nats [{:+.3}, {:+.3}] ({} seeds, p = {})",
+        r.arm,
+        r.cell,
+        d.mean.abs(),
+        d.mean - d.half,
+        d.mean + d.half,
+        d.n,
+        p_text(r.test.p)
+    )
+}
+
+fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "< 0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+fn held_out(e: &Evidence) -> Option<String> {
+    let h = e.fit?.hold_out.as_ref()?;
+    let misses: Vec<String> = h
+        .arms
+        .iter()
+        .filter(|a| a.error_in_intervals.abs() > MISS)
+        .map(|a| {
+            format!(
+                "`{}` ({:+.2} nats, {:+.1} half-widths)",
+                a.arm, a.error, a.error_in_intervals
+            )
+        })
+        .collect();
+    (!misses.is_empty()).then(|| {
+        format!(
+            "Warning: refitted without `{}`, the law misses it by more than {MISS} seed half-widths for {}; multipliers read at the largest size are extrapolations the fit cannot check.",
+            h.cell,
+            misses.join(", ")
+        )
+    })
+}
+
+/// Arms whose hidden state grows, or whose gradient spreads across depth, far beyond the rest.
+fn unstable(profiles: &[Profile]) -> Vec<String> {
+    if profiles.len() < 3 {
+        return Vec::new();
+    }
+    let peak = |p: &Profile| p.in_rms.iter().copied().fold(0.0f64, f64::max);
+    let spread = |p: &Profile| {
+        let [_, _, grad] = p.per_block();
+        let (lo, hi) = grad
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(a, b), &g| (a.min(g), b.max(g)));
+        if lo > 0.0 { hi / lo } else { f64::NAN }
+    };
+    let median = |values: Vec<f64>| {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let peak_median = median(profiles.iter().map(peak).collect());
+    let spread_median = median(profiles.iter().map(spread).collect());
+    profiles
+        .iter()
+        .filter(|p| peak(p) > OUTLIER * peak_median || spread(p) > OUTLIER * spread_median)
+        .map(|p| {
+            format!(
+                "Warning: `{}` looks unstable: its hidden-state RMS peaks at {:.2} and its gradient norm varies {:.0}x across blocks, against medians of {:.2} and {:.1}x over the arms (final probes, largest size, mean over seeds; a measurement, not a test).",
+                p.arm,
+                peak(p),
+                spread(p),
+                peak_median,
+                spread_median
+            )
+        })
+        .collect()
+}
+
+fn provenance(e: &Evidence) -> Vec<String> {
+    let mut out = Vec::new();
+    if e.min_seeds == 1 {
+        out.push(
+            "Warning: some runs have one seed, so there is no seed noise to test against there; read those differences as single draws.".into(),
+        );
+    }
+    let dirty = e.builds.iter().filter(|b| b.ends_with("-dirty")).count();
+    if e.builds.len() > 1 {
+        let which = if dirty > 0 {
+            format!(", {dirty} from uncommitted trees")
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "Note: {} builds trained these runs{which}; builds can round differently, which moves a final loss by about one seed's noise.",
+            e.builds.len()
+        ));
+    } else if dirty > 0 {
+        out.push("Note: the build that trained these runs had uncommitted changes, so its commit alone does not rebuild it.".into());
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "findings_tests.rs"]
+mod tests;
