@@ -166,26 +166,24 @@ pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile
     let layers = layers_frame(&at_size)?;
     // Each run's rows at its last probed step, labelled with the run's arm.
     let (ids, steps) = (strs(&layers, "id")?, floats(&layers, "step")?);
-    let last_step = |id: &str| {
-        (0..ids.len())
-            .filter(|&i| ids[i] == id)
-            .map(|i| steps[i])
-            .fold(f64::NEG_INFINITY, f64::max)
-    };
-    let mut arm_of = std::collections::HashMap::new();
-    for r in &at_size {
-        arm_of.insert(
-            r.planned.id.clone(),
-            (r.planned.arm.clone(), last_step(&r.planned.id)),
-        );
+    let mut last_step: std::collections::HashMap<&str, f64> = Default::default();
+    for (id, &step) in ids.iter().zip(&steps) {
+        let last = last_step.entry(id).or_insert(f64::NEG_INFINITY);
+        *last = last.max(step);
     }
-    let keep: BooleanChunked = (0..ids.len())
-        .map(|i| arm_of.get(&ids[i]).is_some_and(|&(_, s)| steps[i] == s))
+    let keep: BooleanChunked = ids
+        .iter()
+        .zip(&steps)
+        .map(|(id, &step)| last_step[id.as_str()] == step)
         .collect();
     let mut last = layers.filter(&keep)?;
-    let arm_column: Vec<String> = strs(&last, "id")?
+    let arm_of: std::collections::HashMap<&str, &str> = at_size
         .iter()
-        .map(|id| arm_of[id].0.clone())
+        .map(|r| (r.planned.id.as_str(), r.planned.arm.as_str()))
+        .collect();
+    let arm_column: Vec<&str> = strs(&last, "id")?
+        .iter()
+        .map(|id| arm_of[id.as_str()])
         .collect();
     last.with_column(Column::new("arm".into(), arm_column))?;
     #[allow(deprecated)] // the eager group-by: see load::seed_means

@@ -62,10 +62,27 @@ pub fn build(
     if let Some(d) = &f.description {
         doc.p(d.trim());
     }
-    findings_section(&mut doc, a, opts, &commits, f.tasks.len() > 1)?;
+    // Losses of different tasks are not comparable, so a multi-task sweep has no fit, no
+    // paired losses and no pooled magnitudes in its Findings; its accuracy section says
+    // what it found.
+    let several_tasks = f.tasks.len() > 1;
+    let paired = (!several_tasks)
+        .then(|| paired_differences(a, opts))
+        .flatten();
+    let (size, profiles) = views::final_profiles(&a.runs)?;
+    let evidence = Evidence {
+        baseline: &opts.baseline,
+        paired: paired.as_ref(),
+        fit: a.fits.as_ref().ok().filter(|_| !several_tasks),
+        profiles: if several_tasks { &[] } else { &profiles },
+        builds: &commits,
+        min_seeds: min_seeds(a),
+    };
+    doc.h(2, "Findings");
+    doc.list(findings(&evidence));
     setup(&mut doc, sweep, a);
     runs_table(&mut doc, &a.runs);
-    if f.tasks.len() > 1 {
+    if several_tasks {
         doc.p(format!(
             "This sweep trains on {} tasks; loss is not comparable across tasks, so there is no scaling fit, no per-size comparison of losses and no training-curve figure. Each task's answer accuracy is compared below.",
             f.tasks.len()
@@ -73,14 +90,14 @@ pub fn build(
         tasks::probes_section(&mut doc, a, opts, figs, &f.name)?;
     } else {
         arms_table(&mut doc, &a.runs, &opts.baseline);
-        fits(&mut doc, a, opts, figs, &f.name)?;
+        fits(&mut doc, a, opts, paired.as_ref(), figs, &f.name)?;
         let curves = views::run_curves(&a.runs)?;
         doc.figure(
             plot::training_curves(figs, &format!("{}: training curves", f.name), &curves)?,
             "Train (thin, smoothed) and validation (thick) loss against training tokens, one panel per size.",
         );
     }
-    magnitudes(&mut doc, a, figs, &f.name)?;
+    magnitudes(&mut doc, &size, &profiles, figs, &f.name)?;
     block_size_section(&mut doc, a, figs, &f.name)?;
     shapes::depth_width_section(&mut doc, sweep, a, figs)?;
     depth_attention_section(&mut doc, a, figs, &f.name)?;
@@ -95,45 +112,15 @@ pub fn build(
     Ok(doc)
 }
 
-/// What the report found, first: drawn from the same statistics as the tables below.
-fn findings_section(
-    doc: &mut Doc,
-    a: &Analysis,
-    opts: &AnalysisOptions,
-    builds: &[String],
-    several_tasks: bool,
-) -> anyhow::Result<()> {
-    // Losses of different tasks are not comparable, so a multi-task sweep has no fit, no
-    // paired losses and no pooled magnitudes; its accuracy section says what it found.
-    let paired = (!several_tasks)
-        .then(|| paired_differences(a, opts))
-        .flatten();
-    let profiles = if several_tasks {
-        Vec::new()
-    } else {
-        views::final_profiles(&a.runs)?.1
-    };
-    let mut seeds: std::collections::HashMap<(String, String, u64), usize> = Default::default();
+/// The fewest seeds of any (arm, size, budget) among the finished runs.
+fn min_seeds(a: &Analysis) -> usize {
+    let mut seeds: std::collections::HashMap<(&str, &str, u64), usize> = Default::default();
     for r in &a.runs {
         *seeds
-            .entry((
-                r.planned.arm.clone(),
-                r.planned.size.clone(),
-                r.summary.tokens,
-            ))
+            .entry((&r.planned.arm, &r.planned.size, r.summary.tokens))
             .or_default() += 1;
     }
-    let evidence = Evidence {
-        baseline: &opts.baseline,
-        paired: paired.as_ref(),
-        fit: a.fits.as_ref().ok().filter(|_| !several_tasks),
-        profiles: &profiles,
-        builds,
-        min_seeds: seeds.values().copied().min().unwrap_or(0),
-    };
-    doc.h(2, "Findings");
-    doc.list(findings(&evidence));
-    Ok(())
+    seeds.values().copied().min().unwrap_or(0)
 }
 
 fn setup(doc: &mut Doc, sweep: &Sweep, a: &Analysis) {
@@ -213,6 +200,7 @@ fn fits(
     doc: &mut Doc,
     a: &Analysis,
     opts: &AnalysisOptions,
+    paired_table: Option<&PairedTable>,
     figs: &Path,
     name: &str,
 ) -> anyhow::Result<()> {
@@ -244,7 +232,9 @@ fn fits(
         }
         Err(why) => doc.p(format!("No scaling fit: {why}.")),
     }
-    paired(doc, a, opts);
+    if let Some(table) = paired_table {
+        paired(doc, table, opts);
+    }
     let series = views::scaling_series(&a.runs, fits, opts.six_nd)?;
     doc.figure(
         plot::scaling(figs, &format!("{name}: loss against compute"), &series, fits)?,
@@ -283,10 +273,7 @@ fn paired_differences(a: &Analysis, opts: &AnalysisOptions) -> Option<PairedTabl
 
 /// Per-size paired differences to the baseline, with or without a scaling fit (a sweep of
 /// one size has no fit but still has comparisons).
-fn paired(doc: &mut Doc, a: &Analysis, opts: &AnalysisOptions) {
-    let Some(table) = paired_differences(a, opts) else {
-        return;
-    };
+fn paired(doc: &mut Doc, table: &PairedTable, opts: &AnalysisOptions) {
     doc.h(3, "Per-size paired differences");
     let survivors = table.rows.iter().filter(|x| x.holm).count();
     doc.p(format!(
@@ -295,5 +282,5 @@ fn paired(doc: &mut Doc, a: &Analysis, opts: &AnalysisOptions) {
     ));
     let header = paired_header(&opts.baseline);
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
-    doc.table(&header, paired_rows(&table));
+    doc.table(&header, paired_rows(table));
 }

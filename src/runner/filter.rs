@@ -31,26 +31,32 @@ impl FromStr for Filter {
     }
 }
 
+/// The run's value under a filter key; None for `id` (matched by prefix) and for a run
+/// without a block size.
+fn field(key: &str, run: &PlannedRun) -> Option<String> {
+    match key {
+        "size" => Some(run.size.clone()),
+        "arm" => Some(run.arm.clone()),
+        "variant" => Some(run.spec.model.residual.variant().to_string()),
+        "block_size" => run.block_size.map(|s| s.to_string()),
+        "seed" => Some(run.seed.to_string()),
+        "task" => Some(run.task().to_string()),
+        _ => None,
+    }
+}
+
 impl Filter {
-    /// For a `key=value` filter, the key and the values the runs have for it, in order.
+    /// For a `key=value` filter other than `id`, the key and the values the runs have for
+    /// it, in order.
     pub fn known_values(&self, runs: &[PlannedRun]) -> Option<(String, Vec<String>)> {
         let Self::Key { key, .. } = self else {
             return None;
         };
+        if key == "id" {
+            return None;
+        }
         let mut values: Vec<String> = Vec::new();
-        for run in runs {
-            let value = match key.as_str() {
-                "size" => run.size.clone(),
-                "arm" => run.arm.clone(),
-                "variant" => run.spec.model.residual.variant().to_string(),
-                "block_size" => match run.block_size {
-                    Some(s) => s.to_string(),
-                    None => continue,
-                },
-                "seed" => run.seed.to_string(),
-                "task" => run.task().to_string(),
-                _ => return None,
-            };
+        for value in runs.iter().filter_map(|run| field(key, run)) {
             if !values.contains(&value) {
                 values.push(value);
             }
@@ -61,18 +67,8 @@ impl Filter {
     pub fn matches(&self, run: &PlannedRun) -> bool {
         match self {
             Self::Text(t) => super::describe(run).contains(t.as_str()),
-            Self::Key { key, value } => match key.as_str() {
-                "size" => run.size == *value,
-                "arm" => run.arm == *value,
-                "variant" => run.spec.model.residual.variant() == value.as_str(),
-                "block_size" => {
-                    run.block_size.map(|s| s.to_string()).as_deref() == Some(value.as_str())
-                }
-                "seed" => run.seed.to_string() == *value,
-                "id" => run.id.starts_with(value.as_str()),
-                "task" => run.task() == *value,
-                _ => false,
-            },
+            Self::Key { key, value } if key == "id" => run.id.starts_with(value.as_str()),
+            Self::Key { key, value } => field(key, run).as_deref() == Some(value.as_str()),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::super::Analysis;
 use super::super::doc::Doc;
 use crate::analysis::cost::cost_curves;
+use crate::analysis::figures::Profile;
 use crate::analysis::views;
 use crate::model::config::ResidualConfig;
 use crate::plot;
@@ -126,11 +127,11 @@ pub(super) fn depth_cost(
 /// Fig. 5 and its table: the per-block view of SPEC section 8 at the largest size.
 pub(super) fn magnitudes(
     doc: &mut Doc,
-    a: &Analysis,
+    size: &str,
+    profiles: &[Profile],
     figs: &Path,
     name: &str,
 ) -> anyhow::Result<()> {
-    let (size, profiles) = views::final_profiles(&a.runs)?;
     if profiles.is_empty() {
         return Ok(());
     }
@@ -145,7 +146,7 @@ pub(super) fn magnitudes(
     header.push("max / min".into());
     let mut rows = Vec::new();
     let mut missing = false;
-    for p in &profiles {
+    for p in profiles {
         let [hidden, output, grad] = p.per_block();
         for (what, values) in [
             ("hidden-state RMS", &hidden),
@@ -179,7 +180,7 @@ pub(super) fn magnitudes(
     for png in plot::layer_profiles(
         figs,
         &format!("{name}: size {size}, end of training"),
-        &profiles,
+        profiles,
     )? {
         let what = if png.ends_with("blocks.png") {
             "per Transformer block (block input, block output, block gradient norm)"
