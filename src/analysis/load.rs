@@ -18,9 +18,38 @@ pub struct LoadedRun {
     pub planned: PlannedRun,
     pub dir: RunDir,
     pub summary: Summary,
+    /// Whether [`Self::loss`] and the others read the whole-split final validation: true
+    /// only when every run loaded with this one has it, so that a table never mixes kinds.
+    pub whole_split: bool,
 }
 
 impl LoadedRun {
+    /// The final validation loss the analysis uses (nats per token).
+    pub fn loss(&self) -> f64 {
+        match (self.whole_split, &self.summary.final_val) {
+            (true, Some(v)) => f64::from(v.loss),
+            _ => f64::from(self.summary.loss_val),
+        }
+    }
+
+    /// The final answer accuracy (synthetic tasks), from the same validation as [`Self::loss`].
+    pub fn accuracy(&self) -> Option<f64> {
+        match (self.whole_split, &self.summary.final_val) {
+            (true, Some(v)) => v.acc,
+            _ => self.summary.acc_val,
+        }
+        .map(f64::from)
+    }
+
+    /// The final bits per byte (text corpora), from the same validation as [`Self::loss`].
+    pub fn bits_per_byte(&self) -> Option<f64> {
+        match (self.whole_split, &self.summary.final_val) {
+            (true, Some(v)) => v.bpb,
+            _ => self.summary.bpb_val,
+        }
+        .map(f64::from)
+    }
+
     /// `baseline`, `full`, `block`, `denseformer` (ablations keep their family's name).
     pub fn variant(&self) -> &'static str {
         self.planned.spec.model.residual.variant()
@@ -53,10 +82,30 @@ pub fn load_runs(sweeps: &[Sweep], results_root: &Path) -> anyhow::Result<Vec<Lo
                 planned: planned.clone(),
                 dir,
                 summary,
+                whole_split: false,
             });
         }
     }
+    let whole_split = !out.is_empty() && out.iter().all(|r| r.summary.final_val.is_some());
+    for r in &mut out {
+        r.whole_split = whole_split;
+    }
     Ok(out)
+}
+
+/// What the final losses of `runs` were measured on, in a few words for a report.
+pub fn final_val_source(runs: &[LoadedRun]) -> String {
+    match runs.first() {
+        Some(r) if r.whole_split => {
+            let tokens = r.summary.final_val.map_or(0, |v| v.tokens);
+            format!("the whole validation split ({tokens} tokens, each scored once)")
+        }
+        Some(r) => format!(
+            "{} fixed validation batches of {} sequences",
+            r.planned.spec.train.eval_batches, r.planned.spec.train.batch_size
+        ),
+        None => "no runs".into(),
+    }
 }
 
 /// One row per run: its axes, size, cost and final losses.
@@ -78,10 +127,10 @@ pub fn runs_frame(runs: &[LoadedRun]) -> PolarsResult<DataFrame> {
         "tokens" => runs.iter().map(|r| r.summary.tokens).collect::<Vec<_>>(),
         "flops_exact" => col_f64(&|r| r.summary.flops_exact),
         "flops_6nd" => col_f64(&|r| r.summary.flops_6nd),
-        "loss_val" => col_f64(&|r| f64::from(r.summary.loss_val)),
+        "loss_val" => col_f64(&|r| r.loss()),
         "loss_train" => col_f64(&|r| f64::from(r.summary.loss_train_tail)),
-        "acc_val" => runs.iter().map(|r| r.summary.acc_val.map(f64::from)).collect::<Vec<_>>(),
-        "bpb_val" => runs.iter().map(|r| r.summary.bpb_val.map(f64::from)).collect::<Vec<_>>(),
+        "acc_val" => runs.iter().map(LoadedRun::accuracy).collect::<Vec<_>>(),
+        "bpb_val" => runs.iter().map(LoadedRun::bits_per_byte).collect::<Vec<_>>(),
         "wall_s" => col_f64(&|r| r.summary.wall_s),
     )
 }

@@ -56,7 +56,7 @@ pub fn probe_views(runs: &[LoadedRun], reference: &str) -> Vec<ProbeView> {
         let spec = &r.planned.spec;
         let (Some((kind, difficulty)), Some(acc), CorpusConfig::Synthetic(task)) = (
             spec.data.corpus.difficulty(),
-            r.summary.acc_val,
+            r.accuracy(),
             &spec.data.corpus,
         ) else {
             continue;

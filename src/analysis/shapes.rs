@@ -56,7 +56,7 @@ pub fn target_views(runs: &[LoadedRun], targets: &FamilyShapes) -> Vec<TargetVie
                                     let m = &r.planned.spec.model;
                                     r.planned.arm == *arm && m.d_model == d && m.n_blocks == n
                                 })
-                                .map(|r| f64::from(r.summary.loss_val))
+                                .map(|r| r.loss())
                                 .collect();
                             (!losses.is_empty())
                                 .then(|| (d as f64 / n as f64, d, n, SeedMean::of(&losses)))

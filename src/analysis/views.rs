@@ -41,13 +41,13 @@ pub fn fit_points(runs: &[LoadedRun], six_nd: bool) -> Vec<RunPoint> {
         }
     };
     runs.iter()
-        .filter(|r| r.summary.loss_val.is_finite())
+        .filter(|r| r.loss().is_finite())
         .map(|r| RunPoint {
             arm: r.planned.arm.clone(),
             cell: label(r),
             seed: r.planned.seed,
             compute: r.compute(six_nd),
-            loss: f64::from(r.summary.loss_val),
+            loss: r.loss(),
         })
         .collect()
 }
@@ -235,7 +235,7 @@ pub fn block_view(runs: &[LoadedRun]) -> Option<BlockView> {
     let losses = |f: &dyn Fn(&LoadedRun) -> bool| -> Vec<f64> {
         runs.iter()
             .filter(|r| r.planned.size == size && f(r))
-            .map(|r| f64::from(r.summary.loss_val))
+            .map(|r| r.loss())
             .collect()
     };
     let mut sizes: Vec<usize> = block_runs

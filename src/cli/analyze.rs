@@ -373,7 +373,7 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
                 .runs
                 .iter()
                 .filter(|r| &r.planned.arm == arm && Some(&r.planned.size) == largest.as_ref())
-                .map(|r| f64::from(r.summary.loss_val))
+                .map(|r| r.loss())
                 .collect();
             let loss = if losses.is_empty() {
                 "-".into()

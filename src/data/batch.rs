@@ -67,6 +67,22 @@ pub fn eval_batches(split: &Split, count: usize, rows: usize, context: usize) ->
         .collect()
 }
 
+/// Batches of at most `rows` sequences that score every token of the split once: windows of
+/// `context` laid end to end (the last partial window is dropped: under `context` tokens),
+/// or every example once for synthetic tasks. The final validation of a run uses these.
+pub fn whole_split_batches(split: &Split, rows: usize, context: usize) -> Vec<Batch> {
+    let starts: Vec<usize> = match split.row_len {
+        Some(len) => (0..split.tokens.len() / len).map(|i| i * len).collect(),
+        None => (0..split.tokens.len().saturating_sub(1) / context)
+            .map(|i| i * context)
+            .collect(),
+    };
+    starts
+        .chunks(rows.max(1))
+        .map(|s| gather(split, s, context))
+        .collect()
+}
+
 fn gather(split: &Split, starts: &[usize], context: usize) -> Batch {
     let mut input = Vec::with_capacity(starts.len() * context);
     let mut target = Vec::with_capacity(starts.len() * context);
@@ -95,5 +111,47 @@ fn gather(split: &Split, starts: &[usize], context: usize) -> Batch {
         input,
         target,
         mask,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_split_batches_score_every_token_once() {
+        // 1 + 3 windows of 4 and 2 tokens left over: 12 targets, positions 1..=12.
+        let split = Split::stream((0..15).collect());
+        let batches = whole_split_batches(&split, 2, 4);
+        assert_eq!(batches.iter().map(|b| b.rows).collect::<Vec<_>>(), [2, 1]);
+        let targets: Vec<i64> = batches.iter().flat_map(|b| b.target.clone()).collect();
+        assert_eq!(targets, (1..=12).collect::<Vec<i64>>());
+        for b in &batches {
+            for (i, t) in b.input.iter().zip(&b.target) {
+                assert_eq!(i + 1, *t, "each target is the next token of its input");
+            }
+        }
+        // Exactly one window's worth plus its target: one window; one token short: none.
+        assert_eq!(
+            whole_split_batches(&Split::stream((0..5).collect()), 8, 4).len(),
+            1
+        );
+        assert!(whole_split_batches(&Split::stream((0..4).collect()), 8, 4).is_empty());
+    }
+
+    #[test]
+    fn whole_split_batches_take_every_example_of_a_task() {
+        let (len, n) = (5, 7);
+        let tokens: Vec<u32> = (0..(len * n) as u32).collect();
+        let mask = vec![true; tokens.len()];
+        let batches = whole_split_batches(&Split::examples(tokens, mask, len), 3, len - 1);
+        let firsts: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.input.chunks(len - 1).map(|row| row[0]))
+            .collect();
+        assert_eq!(
+            firsts,
+            (0..n as i64).map(|i| i * len as i64).collect::<Vec<_>>()
+        );
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-pub use batch::{Batch, eval_batches, train_batch};
+pub use batch::{Batch, eval_batches, train_batch, whole_split_batches};
 pub use config::{CorpusConfig, DataConfig, SyntheticConfig, TokenizerConfig};
 pub use tokenizer::Tokenizer;
 

@@ -154,6 +154,10 @@ fn setup(doc: &mut Doc, sweep: &Sweep, a: &Analysis) {
         a.runs.len(),
         sweep.runs.len()
     ));
+    doc.p(format!(
+        "Final losses are measured on {}.",
+        crate::analysis::load::final_val_source(&a.runs)
+    ));
     if let Some(cost) = &f.cost {
         doc.p(format!("Cost: {cost}."));
     }

@@ -24,10 +24,10 @@ pub fn runs_table(doc: &mut Doc, runs: &[LoadedRun]) {
                 thousands(s.params.non_embedding),
                 thousands(s.tokens),
                 format!("{:.3e}", s.flops_exact / PFLOPS_DAY),
-                format!("{:.4}", s.loss_val),
-                s.bpb_val
+                format!("{:.4}", r.loss()),
+                r.bits_per_byte()
                     .map(|b| format!("{b:.4}"))
-                    .or(s.acc_val.map(|a| format!("acc {a:.3}")))
+                    .or(r.accuracy().map(|a| format!("acc {a:.3}")))
                     .unwrap_or_default(),
                 format!("{:.0}", s.wall_s),
             ]
@@ -59,7 +59,7 @@ pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun], baseline: &str) {
     let losses = |arm: &str| -> Vec<f64> {
         runs.iter()
             .filter(|r| r.planned.size == size && r.planned.arm == arm)
-            .map(|r| f64::from(r.summary.loss_val))
+            .map(|r| r.loss())
             .collect()
     };
     let base = losses(baseline);

@@ -67,10 +67,15 @@ pub struct Summary {
     /// Train loss of the last step, and the mean over the last 10% of steps.
     pub loss_train_last: f32,
     pub loss_train_tail: f32,
+    /// Validation at the last step on the fixed eval batches (`train.eval_batches`).
     pub loss_val: f32,
     pub acc_val: Option<f32>,
     /// Validation bits per byte (text corpora).
     pub bpb_val: Option<f32>,
+    /// The final validation on the whole validation split, every token scored once: what
+    /// the reports use when every run they read has it (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_val: Option<FinalVal>,
     pub wall_s: f64,
     pub backend: String,
     pub device: String,
@@ -86,6 +91,23 @@ pub struct Summary {
     pub git_commit: String,
     pub version: String,
     pub finished_at: String,
+}
+
+/// A finished run's validation on its whole validation split.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FinalVal {
+    /// Nats per scored token.
+    pub loss: f32,
+    /// Answer accuracy (synthetic tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acc: Option<f32>,
+    /// Bits per UTF-8 byte of the split (text corpora).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bpb: Option<f32>,
+    /// Tokens scored.
+    pub tokens: u64,
+    /// Seconds it took.
+    pub wall_s: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

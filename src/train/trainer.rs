@@ -13,7 +13,7 @@ use super::optimizer;
 use super::run_spec::RunSpec;
 use super::{Outcome, TrainOptions};
 use crate::backend;
-use crate::data::{self, Batch, Dataset, eval_batches, train_batch};
+use crate::data::{self, Batch, Dataset, eval_batches, train_batch, whole_split_batches};
 use crate::error::InputError;
 use crate::model::Lm;
 use crate::model::flops::param_counts;
@@ -215,7 +215,8 @@ impl<'a> Trainer<'a> {
         if self.lost() {
             return Ok(Outcome::Lost { step: state.step });
         }
-        let summary = self.summarize(&state)?;
+        let final_val = self.final_validation(&model)?;
+        let summary = self.summarize(&state, final_val)?;
         write_json(&dir.summary(), &summary)?;
         dir.write_status(&Status::Done { steps: state.step })?;
         Ok(Outcome::Done(Box::new(summary)))
@@ -283,6 +284,21 @@ impl<'a> Trainer<'a> {
         metrics::write_layers(&self.dir.layers(), &self.layers)?;
         metrics::write_depth(&self.dir.depth_attn(), &self.depth)?;
         Ok(())
+    }
+
+    /// The finished model on the whole validation split, in batches of `train.batch_size`.
+    fn final_validation(&self, model: &Lm) -> anyhow::Result<super::FinalVal> {
+        let start = Instant::now();
+        let (rows, context) = (self.spec.train.batch_size, self.spec.model.context);
+        let batches = whole_split_batches(&self.data.val, rows, context);
+        let result = evaluate(&model.valid(), &batches, &self.device)?;
+        Ok(super::FinalVal {
+            loss: result.loss,
+            acc: result.accuracy,
+            bpb: self.bits_per_byte(result.loss),
+            tokens: batches.iter().map(|b| b.scored() as u64).sum(),
+            wall_s: start.elapsed().as_secs_f64(),
+        })
     }
 
     /// Loss and gradients of one step, accumulated over micro-batches so that the result

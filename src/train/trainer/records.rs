@@ -6,8 +6,8 @@ use std::io::IsTerminal;
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::super::Summary;
 use super::super::checkpoint::CheckpointState;
+use super::super::{FinalVal, Summary};
 use super::Trainer;
 use crate::backend;
 use crate::model::flops::{flops_6nd, flops_exact, param_counts};
@@ -15,7 +15,7 @@ use crate::model::residual::Probes;
 use crate::store::metrics::{self, DepthRow, LayerRow};
 
 impl Trainer<'_> {
-    fn bits_per_byte(&self, loss: f32) -> Option<f32> {
+    pub(super) fn bits_per_byte(&self, loss: f32) -> Option<f32> {
         let bytes = self.data.val_bytes? as f64;
         let tokens = self.data.val.tokens.len() as f64;
         Some((f64::from(loss) * tokens / (bytes * std::f64::consts::LN_2)) as f32)
@@ -81,7 +81,11 @@ impl Trainer<'_> {
 
     /// The summary, from steps.csv (so a run killed after its final checkpoint but before
     /// writing it still gets one).
-    pub(super) fn summarize(&self, state: &CheckpointState) -> anyhow::Result<Summary> {
+    pub(super) fn summarize(
+        &self,
+        state: &CheckpointState,
+        final_val: FinalVal,
+    ) -> anyhow::Result<Summary> {
         let spec = self.spec;
         let rows = metrics::read_steps(&self.dir.steps())?;
         let Some(last) = rows.last() else {
@@ -105,6 +109,7 @@ impl Trainer<'_> {
             loss_val,
             acc_val: last.acc_val,
             bpb_val: self.bits_per_byte(loss_val),
+            final_val: Some(final_val),
             wall_s: state.wall_s,
             backend: self.opts.backend.name().into(),
             device: self.opts.device.clone(),
