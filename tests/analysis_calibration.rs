@@ -5,7 +5,10 @@
 
 use attnres::analysis::fit::{EMode, Law};
 use attnres::analysis::multiplier::{FitOptions, RunPoint, analyse};
-use attnres::analysis::power::{PlanCell, expected_difference, plan, power, rejects};
+use attnres::analysis::power::{
+    PlanCell, expected_difference, plan, power, power_at_size, rejects, rejects_at_size,
+    seeds_at_size,
+};
 use attnres::analysis::stats::SeedMean;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -120,6 +123,7 @@ fn planned_power_matches_simulated_power() {
         .iter()
         .enumerate()
         .map(|(i, &c)| PlanCell {
+            size: format!("s{i}"),
             label: format!("s{i}"),
             compute: c,
             flops_per_seed: 1.0,
@@ -138,7 +142,7 @@ fn planned_power_matches_simulated_power() {
                 .map(|&c| expected_difference(&BASE, 1.1, c))
                 .collect();
             let planned = power(&deltas, sigma_d, seeds);
-            let sims = 2000;
+            let sims = 4000;
             let mut rng = ChaCha8Rng::seed_from_u64(seeds as u64 * 31 + k as u64);
             let hits = (0..sims)
                 .filter(|_| {
@@ -162,7 +166,7 @@ fn planned_power_matches_simulated_power() {
                 "{k} sizes, {seeds} seeds: planned power {planned:.3}, simulated {simulated:.3}"
             );
             assert!(
-                (planned - simulated).abs() <= 0.10,
+                (planned - simulated).abs() <= four_standard_errors(planned, sims),
                 "{k} sizes, {seeds} seeds: planned power {planned:.3}, simulated {simulated:.3}"
             );
             checked += 1;
@@ -172,4 +176,49 @@ fn planned_power_matches_simulated_power() {
     // More seeds never lower the power, and the plan reaches 80%.
     let full = &rows[0];
     assert!(full.power >= 0.8, "{full:?}");
+}
+
+/// Four binomial standard errors of a rate `p` simulated `sims` times (about 0.025 at 80%
+/// power over 4000 trials): a planner off by 0.05 in power fails.
+fn four_standard_errors(p: f64, sims: usize) -> f64 {
+    4.0 * (p * (1.0 - p) / sims as f64).sqrt()
+}
+
+/// The per-size test's planned power against its own rejection rate on simulated seeds at
+/// the largest size, at the seeds it plans and at half of them.
+#[test]
+fn planned_per_size_power_matches_simulated_power() {
+    let sigma = 0.006;
+    let sigma_d = sigma * 2f64.sqrt();
+    let c = COMPUTE[COMPUTE.len() - 1];
+    let delta = expected_difference(&BASE, 1.1, c);
+    let n = seeds_at_size(delta, sigma_d).expect("a plan within the seed limit");
+    assert!(power_at_size(delta, sigma_d, n) >= 0.8);
+    assert!(
+        power_at_size(delta, sigma_d, n - 1) < 0.8,
+        "the fewest seeds"
+    );
+    for seeds in [n, (n / 2).max(2)] {
+        let planned = power_at_size(delta, sigma_d, seeds);
+        let sims = 4000;
+        let mut rng = ChaCha8Rng::seed_from_u64(977 + seeds as u64);
+        let hits = (0..sims)
+            .filter(|_| {
+                let d: Vec<f64> = (0..seeds)
+                    .map(|_| {
+                        let base = BASE.loss(c) + sigma * normal(&mut rng);
+                        let arm = BASE.loss(1.1 * c) + sigma * normal(&mut rng);
+                        base - arm
+                    })
+                    .collect();
+                rejects_at_size(&d)
+            })
+            .count();
+        let simulated = hits as f64 / sims as f64;
+        eprintln!("per size, {seeds} seeds: planned power {planned:.3}, simulated {simulated:.3}");
+        assert!(
+            (planned - simulated).abs() <= four_standard_errors(planned, sims),
+            "per size, {seeds} seeds: planned power {planned:.3}, simulated {simulated:.3}"
+        );
+    }
 }

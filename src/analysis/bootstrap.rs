@@ -257,14 +257,23 @@ impl<'a> Resampler<'a> {
     }
 }
 
-/// Welch-Satterthwaite degrees of freedom of `ln M` at `c`, the smallest over arms.
+/// `ln M` of one arm at one compute, linearised in the cell means: its value, the variance
+/// the seed noise gives it and that variance's Welch-Satterthwaite degrees of freedom.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Linearised {
+    pub ln_m: f64,
+    pub var: f64,
+    pub dof: f64,
+}
+
+/// [`Linearised`] `ln M` at `c` for every arm but the baseline (index `k - 1` for arm `k`).
 ///
 /// `ln M` is linearised in the cell means by finite differences (each arm's and the
 /// baseline's mean in each cell nudged by `STEP` nats and refitted from the full fit). Per
 /// seed of a cell, `x = w_arm·L_arm + w_base·L_base` (the same seed, so pairing is kept);
 /// with `v_c = var(x) / n_c`, `ν = (Σ v_c)² / Σ v_c² / (n_c - 1)`. None when the fit does
 /// not respond smoothly (an infinite multiplier, a failed refit) or no cell has two seeds.
-pub fn satterthwaite_dof(design: &Design, laws: &[Law], mode: EMode, c: f64) -> Option<f64> {
+pub fn linearise(design: &Design, laws: &[Law], mode: EMode, c: f64) -> Vec<Option<Linearised>> {
     const STEP: f64 = 1e-4;
     let base_points = design.arm_points();
     let ln_m = |points: &[ArmPoints], k: usize| -> Option<f64> {
@@ -282,8 +291,7 @@ pub fn satterthwaite_dof(design: &Design, laws: &[Law], mode: EMode, c: f64) -> 
         p[k].loss[slot(k, cell)?] += STEP;
         Some(p)
     };
-    let mut smallest: Option<f64> = None;
-    for k in 1..design.arms.len() {
+    let arm = |k: usize| -> Option<Linearised> {
         let m0 = ln_m(&base_points, k)?;
         let (mut sum, mut sum_sq) = (0.0, 0.0);
         for cell in 0..design.cells.len() {
@@ -311,10 +319,11 @@ pub fn satterthwaite_dof(design: &Design, laws: &[Law], mode: EMode, c: f64) -> 
             sum += v;
             sum_sq += v * v / (pairs - 1) as f64;
         }
-        if sum_sq > 0.0 {
-            let dof = sum * sum / sum_sq;
-            smallest = Some(smallest.map_or(dof, |s: f64| s.min(dof)));
-        }
-    }
-    smallest
+        (sum_sq > 0.0).then(|| Linearised {
+            ln_m: m0,
+            var: sum,
+            dof: sum * sum / sum_sq,
+        })
+    };
+    (1..design.arms.len()).map(arm).collect()
 }

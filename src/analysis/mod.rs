@@ -15,3 +15,4 @@ pub mod shapes;
 pub mod stats;
 pub mod validation;
 pub mod views;
+pub mod wall_clock;

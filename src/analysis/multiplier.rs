@@ -8,14 +8,15 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::bootstrap::{Resampler, Resampling, satterthwaite_dof};
+use super::bootstrap::{Linearised, Resampler, Resampling, linearise};
 use super::design::Design;
 pub use super::design::RunPoint;
 pub use super::fit::multiplier_at;
 use super::fit::{EMode, Law, fit, fit_with};
 use super::paired::{PairedTable, paired_table};
-use super::stats::{ext_f64, percentile};
+use super::stats::{LEVEL, ext_f64, normal_quantile, percentile, t_quantile};
 use super::validation::{HoldOut, hold_out_largest};
+use super::wall_clock::WallClock;
 
 /// A point estimate with its 95% bootstrap interval. `hi` is infinite when more than 2.5%
 /// of the resamples gave an infinite multiplier; `lo` is 0 when failed resamples fill the
@@ -28,6 +29,49 @@ pub struct Estimate {
     pub lo: f64,
     #[serde(with = "ext_f64")]
     pub hi: f64,
+    /// Monte Carlo standard error of the interval's ends (the larger of the two), from the
+    /// resamples' order statistics: how far another generator seed would move them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mc_error: Option<f64>,
+}
+
+impl Estimate {
+    /// Decimals worth printing for this interval: down to the Monte Carlo error's first
+    /// significant digit (1 to 3; 3 when there is no error estimate).
+    pub fn digits(&self) -> usize {
+        match self.mc_error {
+            Some(e) if e.is_finite() && e > 0.0 => (-e.log10()).ceil().clamp(1.0, 3.0) as usize,
+            _ => 3,
+        }
+    }
+}
+
+/// The delta-method interval of a multiplier: `exp(ln M ± t(0.975, ν) · se)`, with the
+/// standard error of `ln M` linearised in the cell means and `ν` its Welch-Satterthwaite
+/// degrees of freedom. No resampling, so no Monte Carlo error.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DeltaInterval {
+    #[serde(with = "ext_f64")]
+    pub lo: f64,
+    #[serde(with = "ext_f64")]
+    pub hi: f64,
+    /// Standard error of `ln M`.
+    pub se_ln: f64,
+    /// Welch-Satterthwaite degrees of freedom.
+    pub dof: f64,
+}
+
+impl DeltaInterval {
+    fn of(l: &Linearised) -> Self {
+        let se_ln = l.var.sqrt();
+        let t = t_quantile(0.5 + LEVEL / 2.0, l.dof);
+        Self {
+            lo: (l.ln_m - t * se_ln).exp(),
+            hi: (l.ln_m + t * se_ln).exp(),
+            se_ln,
+            dof: l.dof,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +88,10 @@ pub struct ArmFit {
     pub seeds: usize,
     /// Against the baseline at the largest compute; None for the baseline itself.
     pub multiplier: Option<Estimate>,
+    /// The same multiplier's delta-method Student-t interval; None for the baseline and
+    /// where the fit does not respond smoothly to its cell means or there is no seed noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<DeltaInterval>,
     /// Resamples in which this arm's multiplier at the largest compute was infinite (its
     /// law reaches a loss the baseline's never does). Kept in the percentiles.
     pub infinite_resamples: usize,
@@ -68,6 +116,13 @@ pub struct FitReport {
     pub hold_out: Option<HoldOut>,
     /// Per-cell paired differences to the baseline, Holm-corrected.
     pub paired: PairedTable,
+    /// Each arm's multiplier per unit of training time on the machine that timed the runs
+    /// (empty when fitted from points alone, or see `wall_clock_missing`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wall_clock: Vec<WallClock>,
+    /// Why there is no wall-clock multiplier, where runs were loaded but it could not be had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_clock_missing: Option<String>,
 }
 
 impl FitReport {
@@ -110,6 +165,7 @@ fn estimate(value: f64, values: impl Iterator<Item = f64>, failed: usize) -> Est
             value,
             lo: f64::NAN,
             hi: f64::NAN,
+            mc_error: None,
         };
     }
     v.sort_by(f64::total_cmp);
@@ -117,11 +173,32 @@ fn estimate(value: f64, values: impl Iterator<Item = f64>, failed: usize) -> Est
     low.extend_from_slice(&v);
     let mut high = v;
     high.extend(std::iter::repeat_n(f64::INFINITY, missing));
+    let mc = [
+        order_statistic_error(&low, 0.025),
+        order_statistic_error(&high, 0.975),
+    ];
     Estimate {
         value,
         lo: percentile(&low, 0.025),
         hi: percentile(&high, 0.975),
+        mc_error: mc.into_iter().flatten().reduce(f64::max),
     }
+}
+
+/// Monte Carlo standard error of the `q` percentile of `sorted` (B resamples): the rank of
+/// the `q` quantile among B draws is binomial, so its 95% range is `Bq ± 1.96 √(Bq(1-q))`
+/// ranks; the values at those ranks span about ±1.96 standard errors. None when that span
+/// reaches an infinite value or there are too few resamples to tell.
+fn order_statistic_error(sorted: &[f64], q: f64) -> Option<f64> {
+    let b = sorted.len() as f64;
+    if b < 20.0 {
+        return None;
+    }
+    let z = normal_quantile(0.975);
+    let spread = z * (b * q * (1.0 - q)).sqrt();
+    let rank = |r: f64| (r.round().max(0.0) as usize).min(sorted.len() - 1);
+    let (lo, hi) = (sorted[rank(b * q - spread)], sorted[rank(b * q + spread)]);
+    ((hi - lo).is_finite()).then(|| (hi - lo) / (2.0 * z))
 }
 
 /// Fits every arm and bootstraps the multipliers. Errors say which arm lacks points.
@@ -183,8 +260,12 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
         .map(|i| (c_min.ln() + (c_max.ln() - c_min.ln()) * i as f64 / steps as f64).exp())
         .collect();
     let mut scheme = Resampling::choose(&design, opts.e_mode);
+    let linearised = match scheme {
+        Resampling::Seeds { .. } => linearise(&design, &full.laws, opts.e_mode, c_max),
+        _ => Vec::new(),
+    };
     if let Resampling::Seeds { effective_dof, .. } = &mut scheme
-        && let Some(dof) = satterthwaite_dof(&design, &full.laws, opts.e_mode, c_max)
+        && let Some(dof) = linearised.iter().flatten().map(|l| l.dof).reduce(f64::min)
     {
         *effective_dof = dof;
     }
@@ -202,6 +283,7 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
                 value,
                 lo: f64::NAN,
                 hi: f64::NAN,
+                mc_error: None,
             };
         }
         estimate(value, ok.iter().map(|s| s[k][j]), failed)
@@ -219,6 +301,10 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
                 points: data[k].compute.len(),
                 seeds: design.seed_count(k),
                 multiplier: (k > 0).then(|| at(k, 0, multiplier_at(base, &law, c_max))),
+                delta: k
+                    .checked_sub(1)
+                    .and_then(|i| linearised.get(i).copied().flatten())
+                    .map(|l| DeltaInterval::of(&l)),
                 infinite_resamples: ok.iter().filter(|s| s[k][0] == f64::INFINITY).count(),
                 curve: if k == 0 {
                     Vec::new()
@@ -247,5 +333,7 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
         // A refit that fails here leaves the validation out; the main fit stands.
         hold_out: hold_out_largest(&design, opts.e_mode).ok().flatten(),
         paired: paired_table(&design),
+        wall_clock: Vec::new(),
+        wall_clock_missing: None,
     })
 }

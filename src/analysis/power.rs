@@ -9,6 +9,12 @@
 //! expected difference at compute `C` is `Δ(C) = L_base(C) - L_base(M C)`, read off the
 //! baseline's fitted law. Its power is the noncentral-t tail, integrated numerically over
 //! the chi-squared variance; a test checks it against simulated sweeps.
+//!
+//! The pooled test is weaker than a multiplier's claim: it holds when the arm is better on
+//! average over sizes, even if the effect reverses with size. The multiplier's interval
+//! rests mostly on the largest size, so the planner also plans the *per-size* test: the
+//! report's paired t-test at one size (two-sided at α = 0.05, `n - 1` degrees of freedom),
+//! counted as a detection when it rejects in the arm's favour.
 
 use serde::Serialize;
 
@@ -23,10 +29,14 @@ pub const ALPHA: f64 = 0.05;
 pub const TARGET: f64 = 0.8;
 /// The most seeds per size the planner considers.
 pub const MAX_SEEDS: usize = 200;
+/// Two-sided level of the per-size test, as the report's paired table uses.
+pub const ALPHA_PER_SIZE: f64 = 0.05;
 
 /// One size of the sweep as the planner sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanCell {
+    /// The size's name, e.g. `mini`.
+    pub size: String,
     pub label: String,
     /// The baseline's training compute, PFLOP/s-days.
     pub compute: f64,
@@ -68,6 +78,43 @@ pub fn noncentral_t_tail(crit: f64, df: f64, ncp: f64) -> f64 {
         })
         .sum::<f64>()
         / NODES as f64
+}
+
+/// Power of the per-size test with `seeds` seeds at a size where the expected difference is
+/// `delta`: the chance it rejects "no difference" in the arm's favour.
+pub fn power_at_size(delta: f64, sigma_d: f64, seeds: usize) -> f64 {
+    if seeds < 2 || sigma_d <= 0.0 {
+        return f64::NAN;
+    }
+    let df = (seeds - 1) as f64;
+    let ncp = delta / (sigma_d / (seeds as f64).sqrt());
+    noncentral_t_tail(t_quantile(1.0 - ALPHA_PER_SIZE / 2.0, df), df, ncp)
+}
+
+/// The fewest seeds for which [`power_at_size`] reaches `TARGET`; None past `MAX_SEEDS`.
+pub fn seeds_at_size(delta: f64, sigma_d: f64) -> Option<usize> {
+    (2..=MAX_SEEDS).find(|&n| power_at_size(delta, sigma_d, n) >= TARGET)
+}
+
+/// The per-size test on one size's observed differences `d[seed]` (`base - arm`): true
+/// when the two-sided paired t-test rejects with the arm better.
+pub fn rejects_at_size(d: &[f64]) -> bool {
+    let (mean, sd, n) = mean_sd(d);
+    if n < 2 || sd <= 0.0 {
+        return false;
+    }
+    mean / (sd / (n as f64).sqrt()) > t_quantile(1.0 - ALPHA_PER_SIZE / 2.0, (n - 1) as f64)
+}
+
+/// The 95% interval of a standard deviation `sd` measured with `df` degrees of freedom
+/// (chi-squared): how far the noise, and so the seeds a plan asks for, could be off.
+pub fn sd_interval(sd: f64, df: usize) -> Option<(f64, f64)> {
+    let chi = ChiSquared::new(df as f64).ok()?;
+    let df = df as f64;
+    Some((
+        sd * (df / chi.inverse_cdf(0.975)).sqrt(),
+        sd * (df / chi.inverse_cdf(0.025)).sqrt(),
+    ))
 }
 
 /// The test the planner's power is about, on observed differences `d[size][seed]`

@@ -11,7 +11,8 @@ use crate::analysis::multiplier::{FitOptions, FitReport, RunPoint, analyse};
 use crate::analysis::stats::SeedMean;
 use crate::report::place::report_dir;
 use crate::report::tables::{
-    HOLD_OUT_HEADER, fit_rows, hold_out_rows, multiplier_interval, paired_header, paired_rows,
+    FIT_HEADER, HOLD_OUT_HEADER, WALL_CLOCK_HEADER, fit_rows, hold_out_rows, multiplier_interval,
+    paired_header, paired_rows, wall_clock_rows,
 };
 use crate::report::{AnalysisOptions, analyse_sweeps, write_report};
 use crate::spec::Sweep;
@@ -136,19 +137,14 @@ fn print_fit(r: &FitReport) {
         r.largest_compute,
         r.summary_line()
     );
-    print_table(
-        &[
-            "arm",
-            "A",
-            "alpha",
-            "E",
-            "multiplier",
-            "interval",
-            "points",
-            "seeds",
-        ],
-        fit_rows(r),
-    );
+    print_table(&FIT_HEADER, fit_rows(r));
+    if let Some(w) = r.wall_clock.first() {
+        println!(
+            "\nper unit of training time on {} (median time per token, runs at {} paired by seed):",
+            w.machine, w.size
+        );
+        print_table(&WALL_CLOCK_HEADER, wall_clock_rows(r));
+    }
     if let Some(h) = &r.hold_out {
         println!(
             "\nfit validation: refitted without {}, predicted there",

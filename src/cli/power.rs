@@ -11,7 +11,10 @@ use super::speed::{Speed, duration};
 use crate::analysis::design::Design;
 use crate::analysis::fit::{EMode, Law};
 use crate::analysis::multiplier::{FitOptions, analyse};
-use crate::analysis::power::{ALPHA, MAX_SEEDS, PlanCell, PlanRow, TARGET, plan, pooled_sd};
+use crate::analysis::power::{
+    ALPHA, ALPHA_PER_SIZE, MAX_SEEDS, PlanCell, PlanRow, TARGET, plan, pooled_sd, power_at_size,
+    sd_interval, seeds_at_size,
+};
 use crate::analysis::views::fit_points;
 use crate::model::flops::{PFLOPS_DAY, flops_exact};
 use crate::spec::Sweep;
@@ -41,6 +44,10 @@ pub struct PowerArgs {
     /// one fitted to finished runs.
     #[arg(long)]
     pub law: Option<String>,
+    /// Sizes to plan the per-size test at, comma-separated (default: the largest, where
+    /// the compute multiplier's interval is decided).
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<String>,
     /// The reference arm.
     #[arg(long, default_value = "baseline")]
     pub baseline: String,
@@ -77,6 +84,25 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
     if cells.len() < 2 {
         anyhow::bail!(bad("a scaling comparison needs at least two sizes".into()));
     }
+    let per_size: Vec<&PlanCell> = if args.sizes.is_empty() {
+        cells.last().into_iter().collect()
+    } else {
+        let mut picked = Vec::new();
+        for name in &args.sizes {
+            match cells.iter().find(|c| &c.size == name) {
+                Some(c) => picked.push(c),
+                None => anyhow::bail!(bad(format!(
+                    "--sizes {name}: no such size in the sweep; it has {}",
+                    cells
+                        .iter()
+                        .map(|c| c.size.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            }
+        }
+        picked
+    };
     let runs = crate::analysis::load::load_runs(std::slice::from_ref(&sweep), &args.results)?;
     let points = fit_points(&runs, false);
     let fitted = analyse(
@@ -127,14 +153,25 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
             .collect(),
         None => Vec::new(),
     };
-    let (sigma_d, noise) = match (args.sigma, pooled_sd(&diffs)) {
-        (Some(s), _) => (s * 2f64.sqrt(), format!("--sigma {s} per run, so {:.4} per paired difference (independent arms)", s * 2f64.sqrt())),
-        (None, Some((sd, df))) => (sd, format!("{sd:.4} nats per paired difference, pooled over sizes ({df} df, measured)")),
+    let (sigma_d, noise, spread) = match (args.sigma, pooled_sd(&diffs)) {
+        (Some(s), _) => (s * 2f64.sqrt(), format!("--sigma {s} per run, so {:.4} per paired difference (independent arms)", s * 2f64.sqrt()), None),
+        (None, Some((sd, df))) => {
+            let spread = sd_interval(sd, df);
+            let within = spread.map(|(lo, hi)| format!("; its 95% interval is {lo:.4} to {hi:.4}")).unwrap_or_default();
+            (sd, format!("{sd:.4} nats per paired difference, pooled over sizes ({df} df, measured){within}"), spread)
+        }
         (None, None) => anyhow::bail!(bad(
             "no size has two finished seeds of both arms to measure the seed noise from; pass --sigma (the seed SD of one run's loss, e.g. 0.005)".into()
         )),
     };
     let (deltas, rows) = plan(&cells, &law, m, sigma_d);
+    let size_rows: Vec<SizeRow> = per_size
+        .iter()
+        .map(|c| {
+            let at = cells.iter().position(|x| x.size == c.size).unwrap_or(0);
+            SizeRow::plan(c, deltas[at], sigma_d, spread)
+        })
+        .collect();
     let found = Found {
         arm: &arm,
         m,
@@ -143,8 +180,39 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
         law_source: &law_source,
         sigma_d,
     };
-    print_plan(&args, &sweep, &found, &cells, &deltas, &rows);
+    print_plan(&args, &sweep, &found, &cells, &deltas, &rows, &size_rows);
     Ok(())
+}
+
+/// The per-size test's plan at one size.
+struct SizeRow {
+    size: String,
+    delta: f64,
+    seeds: Option<usize>,
+    power: f64,
+    /// Seeds needed if the noise is at the low and the high end of its 95% interval.
+    at_noise_ends: Option<(Option<usize>, Option<usize>)>,
+    flops_per_seed: f64,
+}
+
+impl SizeRow {
+    fn plan(cell: &PlanCell, delta: f64, sigma_d: f64, spread: Option<(f64, f64)>) -> Self {
+        let seeds = seeds_at_size(delta, sigma_d);
+        Self {
+            size: cell.size.clone(),
+            delta,
+            seeds,
+            power: power_at_size(delta, sigma_d, seeds.unwrap_or(MAX_SEEDS)),
+            at_noise_ends: spread
+                .map(|(lo, hi)| (seeds_at_size(delta, lo), seeds_at_size(delta, hi))),
+            flops_per_seed: cell.flops_per_seed,
+        }
+    }
+}
+
+/// A seed count, or `> MAX_SEEDS` when none up to it reaches the target.
+fn seeds_text(seeds: Option<usize>) -> String {
+    seeds.map_or(format!("> {MAX_SEEDS}"), |n| n.to_string())
 }
 
 /// The sweep's cells (size, budget), from the plan: the baseline's compute, both arms' FLOPs.
@@ -169,6 +237,7 @@ fn plan_cells(sweep: &Sweep, baseline: &str, arm: &str) -> Vec<PlanCell> {
             .map(|o| flops_exact(&o.spec.model, o.spec.total_tokens()))
             .unwrap_or(base);
         cells.push(PlanCell {
+            size: r.size.clone(),
             label,
             compute: base / PFLOPS_DAY,
             flops_per_seed: base + other,
@@ -194,6 +263,7 @@ fn print_plan(
     cells: &[PlanCell],
     deltas: &[f64],
     rows: &[PlanRow],
+    size_rows: &[SizeRow],
 ) {
     let Found {
         arm,
@@ -205,7 +275,7 @@ fn print_plan(
     } = *found;
     let speed = Speed::of_finished(&sweep.results_dir(&args.results));
     println!(
-        "power: detect `{arm}` worth {m:.3}x the compute of `{}`: one-sided paired t-test over sizes, alpha {ALPHA}, {:.0}% power",
+        "power: seeds to detect `{arm}` worth {m:.3}x the compute of `{}` with {:.0}% power",
         args.baseline,
         TARGET * 100.0
     );
@@ -223,7 +293,43 @@ fn print_plan(
             d / sigma_d
         );
     }
-    println!();
+    println!(
+        "\nper-size test: the report's paired t-test at one size (two-sided, alpha {ALPHA_PER_SIZE}, before Holm), in the arm's favour. It matches the compute multiplier's claim, whose interval rests almost wholly on the largest size."
+    );
+    let table = size_rows
+        .iter()
+        .map(|r| {
+            let n = r.seeds.unwrap_or(MAX_SEEDS);
+            vec![
+                r.size.clone(),
+                format!("{:.5}", r.delta),
+                seeds_text(r.seeds),
+                format!("{:.2}", r.power),
+                r.at_noise_ends.map_or("-".into(), |(lo, hi)| {
+                    format!("{} to {}", seeds_text(lo), seeds_text(hi))
+                }),
+                (2 * n).to_string(),
+                format!("{:.3e}", n as f64 * r.flops_per_seed),
+                duration(n as f64 * r.flops_per_seed / speed.flops_per_s),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "size",
+            "expected diff.",
+            "seeds",
+            "power",
+            "seeds over the noise's 95% interval",
+            "runs",
+            "FLOPs",
+            "time",
+        ],
+        table,
+    );
+    println!(
+        "\npooled test: the mean over the K largest sizes of their paired differences (one-sided, alpha {ALPHA}). Weaker: it passes when the arm is better on average, even if the effect reverses with size."
+    );
     let table = rows
         .iter()
         .map(|r| {

@@ -31,6 +31,7 @@ pub struct Evidence<'a> {
 pub fn findings(e: &Evidence) -> Vec<String> {
     let mut out = Vec::new();
     out.extend(multipliers(e));
+    out.extend(wall_clock(e));
     out.extend(paired(e));
     out.extend(held_out(e));
     out.extend(unstable(e.profiles));
@@ -46,28 +47,44 @@ fn multipliers(e: &Evidence) -> Option<String> {
     let arms: Vec<_> = fit
         .arms
         .iter()
-        .filter_map(|a| a.multiplier.as_ref().map(|m| (a.arm.as_str(), m)))
-        .filter(|(_, m)| m.value.is_finite())
+        .filter_map(|a| a.multiplier.as_ref().map(|m| (a.arm.as_str(), m, a.delta)))
+        .filter(|(_, m, _)| m.value.is_finite())
         .collect();
     if arms.is_empty() {
         return None;
     }
     let list: Vec<String> = arms
         .iter()
-        .map(|(arm, m)| format!("`{arm}` {:.2}x [{:.2}, {}]", m.value, m.lo, upper(m.hi)))
+        .map(|(arm, m, delta)| {
+            let d = m.digits().min(2);
+            let delta = delta
+                .map(|x| format!("; delta-method [{:.2}, {}]", x.lo, upper(x.hi)))
+                .unwrap_or_default();
+            format!(
+                "`{arm}` {:.2}x [{:.d$}, {}{delta}]",
+                m.value,
+                m.lo,
+                if m.hi.is_finite() {
+                    format!("{:.d$}", m.hi)
+                } else {
+                    "∞".into()
+                }
+            )
+        })
         .collect();
+    // A verdict only where both intervals agree on it.
     let above: Vec<&str> = arms
         .iter()
-        .filter(|(_, m)| m.lo > 1.0)
-        .map(|(a, _)| *a)
+        .filter(|(_, m, delta)| m.lo > 1.0 && delta.is_none_or(|x| x.lo > 1.0))
+        .map(|(a, _, _)| *a)
         .collect();
     let below: Vec<&str> = arms
         .iter()
-        .filter(|(_, m)| m.hi < 1.0)
-        .map(|(a, _)| *a)
+        .filter(|(_, m, delta)| m.hi < 1.0 && delta.is_none_or(|x| x.hi < 1.0))
+        .map(|(a, _, _)| *a)
         .collect();
     let verdict = if above.is_empty() && below.is_empty() {
-        "every interval includes 1, so no compute multiplier is shown at this scale".to_string()
+        "no arm has every interval above 1 or every interval below 1, so no compute multiplier is shown at this scale".to_string()
     } else {
         let mut parts = Vec::new();
         if !above.is_empty() {
@@ -197,6 +214,33 @@ fn p_text(p: f64) -> String {
     } else {
         format!("{p:.3}")
     }
+}
+
+/// What each arm is worth per unit of training time, where its compute multiplier is read.
+fn wall_clock(e: &Evidence) -> Option<String> {
+    let fit = e.fit?;
+    let first = fit.wall_clock.first()?;
+    let list: Vec<String> = fit
+        .wall_clock
+        .iter()
+        .map(|w| {
+            let d = w.multiplier.digits().min(2);
+            format!(
+                "`{}` {:.2}x [{:.d$}, {}] (its time per token is {:.2}x the baseline's)",
+                w.arm,
+                w.multiplier.value,
+                w.multiplier.lo,
+                upper(w.multiplier.hi),
+                1.0 / w.speed_ratio
+            )
+        })
+        .collect();
+    Some(format!(
+        "Per unit of training time on {} (runs at `{}` timed per step, paired by seed), the multipliers are {}.",
+        first.machine,
+        first.size,
+        list.join(", ")
+    ))
 }
 
 fn held_out(e: &Evidence) -> Option<String> {

@@ -51,12 +51,21 @@ fn fit(multipliers: &[(&str, f64, f64, f64)], hold_out: Option<HoldOut>) -> FitR
         points: 4,
         seeds: 3,
         multiplier: m,
+        delta: None,
         infinite_resamples: 0,
         curve: Vec::new(),
     };
     let mut arms = vec![arm("baseline", None)];
     for &(name, value, lo, hi) in multipliers {
-        arms.push(arm(name, Some(Estimate { value, lo, hi })));
+        arms.push(arm(
+            name,
+            Some(Estimate {
+                value,
+                lo,
+                hi,
+                mc_error: None,
+            }),
+        ));
     }
     FitReport {
         baseline: "baseline".into(),
@@ -75,6 +84,8 @@ fn fit(multipliers: &[(&str, f64, f64, f64)], hold_out: Option<HoldOut>) -> FitR
         arms,
         hold_out,
         paired: table(&[]),
+        wall_clock: Vec::new(),
+        wall_clock_missing: None,
     }
 }
 
@@ -148,7 +159,7 @@ fn a_known_null_is_stated_as_one() {
         "{text}"
     );
     assert!(
-        text.contains("every interval includes 1, so no compute multiplier is shown"),
+        text.contains("no arm has every interval above 1 or every interval below 1, so no compute multiplier is shown"),
         "{text}"
     );
     assert!(text.contains("`full` 1.05x [0.86, ∞]"), "{text}");

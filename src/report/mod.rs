@@ -50,7 +50,8 @@ pub fn analyse_sweeps(sweeps: &[Sweep], opts: &AnalysisOptions) -> anyhow::Resul
             tasks.join(", ")
         ))
     } else {
-        analyse(
+        analyse_with_time(
+            &runs,
             &fit_points(&runs, opts.six_nd),
             &FitOptions {
                 baseline: opts.baseline.clone(),
@@ -62,6 +63,20 @@ pub fn analyse_sweeps(sweeps: &[Sweep], opts: &AnalysisOptions) -> anyhow::Resul
         )
     };
     Ok(Analysis { runs, fits })
+}
+
+/// The fit of `points`, with the wall-clock multipliers that the runs' step times give.
+fn analyse_with_time(
+    runs: &[LoadedRun],
+    points: &[crate::analysis::design::RunPoint],
+    opts: &FitOptions,
+) -> Result<FitReport, String> {
+    let mut report = analyse(points, opts)?;
+    match crate::analysis::wall_clock::wall_clock(runs, &report) {
+        Ok(w) => report.wall_clock = w,
+        Err(why) => report.wall_clock_missing = Some(why),
+    }
+    Ok(report)
 }
 
 /// What `report` wrote.

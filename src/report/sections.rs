@@ -5,7 +5,8 @@ use std::path::Path;
 use super::doc::Doc;
 use super::findings::{Evidence, findings};
 use super::tables::{
-    HOLD_OUT_HEADER, arms_table, fit_rows, hold_out_rows, paired_header, paired_rows, runs_table,
+    FIT_HEADER, HOLD_OUT_HEADER, WALL_CLOCK_HEADER, arms_table, fit_rows, hold_out_rows,
+    paired_header, paired_rows, runs_table, wall_clock_rows,
 };
 use super::{Analysis, AnalysisOptions};
 use super::{shapes, tasks};
@@ -219,19 +220,9 @@ fn fits(
                 r.largest_compute,
                 r.summary_line(),
             ));
-            doc.table(
-                &[
-                    "arm",
-                    "A",
-                    "α",
-                    "E",
-                    "multiplier",
-                    "95% interval",
-                    "points",
-                    "seeds",
-                ],
-                fit_rows(r),
-            );
+            doc.table(&FIT_HEADER, fit_rows(r));
+            wall_clock(doc, r);
+            doc.p("The bootstrap interval is rounded to its Monte Carlo error (the standard error of its ends over generator seeds). The delta-method interval is `exp(ln M ± t·se)`, with `se` linearised in the cell means and Welch-Satterthwaite degrees of freedom; where the two disagree, the fit is unstable at this noise (docs/statistics.md).");
             validation(doc, r);
         }
         Err(why) => doc.p(format!("No scaling fit: {why}.")),
@@ -251,6 +242,20 @@ fn fits(
         );
     }
     Ok(())
+}
+
+/// The multipliers per unit of training time, or why there are none.
+fn wall_clock(doc: &mut Doc, r: &FitReport) {
+    if let Some(w) = r.wall_clock.first() {
+        doc.h(3, "Per unit of training time");
+        doc.p(format!(
+            "The wall-clock multiplier is the compute multiplier times the baseline's time per token over the arm's, on {}. Time per token is each run's median over its steps; runs at `{}` are paired by seed.",
+            w.machine, w.size
+        ));
+        doc.table(&WALL_CLOCK_HEADER, wall_clock_rows(r));
+    } else if let Some(why) = &r.wall_clock_missing {
+        doc.p(format!("No wall-clock multiplier: {why}."));
+    }
 }
 
 /// Whether the fit predicts a size it has not seen.

@@ -102,6 +102,19 @@ pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun], baseline: &str) {
     );
 }
 
+/// The columns of [`fit_rows`].
+pub const FIT_HEADER: [&str; 9] = [
+    "arm",
+    "A",
+    "α",
+    "E",
+    "multiplier",
+    "95% bootstrap ± MC error",
+    "95% delta-method t (df)",
+    "points",
+    "seeds",
+];
+
 pub fn fit_rows(r: &FitReport) -> Vec<Vec<String>> {
     r.arms
         .iter()
@@ -121,10 +134,48 @@ pub fn fit_rows(r: &FitReport) -> Vec<Vec<String>> {
                     })
                     .unwrap_or_else(|| "1 (reference)".into()),
                 a.multiplier
-                    .map(|m| multiplier_interval(&m))
+                    .map(|m| match m.mc_error {
+                        Some(e) => format!("{} ±{e:.1$}", multiplier_interval(&m), m.digits()),
+                        None => multiplier_interval(&m),
+                    })
+                    .unwrap_or_default(),
+                a.delta
+                    .map(|d| format!("{} ({:.1})", fmt_interval(d.lo, d.hi, 3), d.dof))
                     .unwrap_or_default(),
                 a.points.to_string(),
                 a.seeds.to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// The columns of [`wall_clock_rows`].
+pub const WALL_CLOCK_HEADER: [&str; 6] = [
+    "arm",
+    "size",
+    "time per token vs baseline (95% t)",
+    "compute multiplier x speed",
+    "95% interval",
+    "seeds",
+];
+
+/// Each arm's wall-clock multiplier: the arm's time per token relative to the baseline's,
+/// and the compute multiplier scaled by the inverse.
+pub fn wall_clock_rows(r: &FitReport) -> Vec<Vec<String>> {
+    r.wall_clock
+        .iter()
+        .map(|w| {
+            vec![
+                w.arm.clone(),
+                w.size.clone(),
+                format!(
+                    "{:.3}x {}",
+                    1.0 / w.speed_ratio,
+                    fmt_interval(1.0 / w.speed_hi, 1.0 / w.speed_lo, 3)
+                ),
+                format!("{:.3}x", w.multiplier.value),
+                multiplier_interval(&w.multiplier),
+                w.seeds.to_string(),
             ]
         })
         .collect()
@@ -135,7 +186,7 @@ pub fn multiplier_interval(m: &Estimate) -> String {
     if m.lo.is_nan() && m.hi.is_nan() {
         "none".into()
     } else {
-        fmt_interval(m.lo, m.hi, 3)
+        fmt_interval(m.lo, m.hi, m.digits())
     }
 }
 
