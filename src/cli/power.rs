@@ -169,7 +169,14 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
         .iter()
         .map(|c| {
             let at = cells.iter().position(|x| x.size == c.size).unwrap_or(0);
-            SizeRow::plan(c, deltas[at], sigma_d, spread)
+            // This size's own paired differences, where the design has a cell of that name.
+            let own = design
+                .cells
+                .iter()
+                .position(|label| *label == c.size)
+                .and_then(|cell| diffs.get(cell))
+                .and_then(|d| pooled_sd(std::slice::from_ref(d)));
+            SizeRow::plan(c, deltas[at], sigma_d, spread, own)
         })
         .collect();
     let found = Found {
@@ -192,11 +199,20 @@ struct SizeRow {
     power: f64,
     /// Seeds needed if the noise is at the low and the high end of its 95% interval.
     at_noise_ends: Option<(Option<usize>, Option<usize>)>,
+    /// This size's own noise (SD, df) and the seeds it alone would ask for: the pooled noise
+    /// assumes every size is as noisy as the rest.
+    own: Option<(f64, usize, Option<usize>)>,
     flops_per_seed: f64,
 }
 
 impl SizeRow {
-    fn plan(cell: &PlanCell, delta: f64, sigma_d: f64, spread: Option<(f64, f64)>) -> Self {
+    fn plan(
+        cell: &PlanCell,
+        delta: f64,
+        sigma_d: f64,
+        spread: Option<(f64, f64)>,
+        own: Option<(f64, usize)>,
+    ) -> Self {
         let seeds = seeds_at_size(delta, sigma_d);
         Self {
             size: cell.size.clone(),
@@ -205,6 +221,7 @@ impl SizeRow {
             power: power_at_size(delta, sigma_d, seeds.unwrap_or(MAX_SEEDS)),
             at_noise_ends: spread
                 .map(|(lo, hi)| (seeds_at_size(delta, lo), seeds_at_size(delta, hi))),
+            own: own.map(|(sd, df)| (sd, df, seeds_at_size(delta, sd))),
             flops_per_seed: cell.flops_per_seed,
         }
     }
@@ -308,6 +325,9 @@ fn print_plan(
                 r.at_noise_ends.map_or("-".into(), |(lo, hi)| {
                     format!("{} to {}", seeds_text(lo), seeds_text(hi))
                 }),
+                r.own.map_or("-".into(), |(sd, df, n)| {
+                    format!("{} ({sd:.4}, {df} df)", seeds_text(n))
+                }),
                 (2 * n).to_string(),
                 format!("{:.3e}", n as f64 * r.flops_per_seed),
                 duration(n as f64 * r.flops_per_seed / speed.flops_per_s),
@@ -321,6 +341,7 @@ fn print_plan(
             "seeds",
             "power",
             "seeds over the noise's 95% interval",
+            "seeds with this size's own noise",
             "runs",
             "FLOPs",
             "time",
