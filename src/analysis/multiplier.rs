@@ -12,7 +12,7 @@ use super::bootstrap::{Linearised, Resampler, Resampling, linearise};
 use super::design::Design;
 pub use super::design::RunPoint;
 pub use super::fit::multiplier_at;
-use super::fit::{EMode, Law, fit, fit_with};
+use super::fit::{EMode, Law, degenerate, fit, fit_with};
 use super::paired::{PairedTable, paired_table};
 use super::stats::{LEVEL, ext_f64, normal_quantile, percentile, t_quantile};
 use super::validation::{HoldOut, hold_out_largest};
@@ -116,6 +116,10 @@ pub struct FitReport {
     pub hold_out: Option<HoldOut>,
     /// Per-cell paired differences to the baseline, Holm-corrected.
     pub paired: PairedTable,
+    /// Why the laws are not to be read (see [`super::fit::degenerate`]): then no report
+    /// draws them or prints a multiplier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degenerate: Option<String>,
     /// Each arm's multiplier per unit of training time on the machine that timed the runs
     /// (empty when fitted from points alone, or see `wall_clock_missing`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -333,6 +337,7 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
         // A refit that fails here leaves the validation out; the main fit stands.
         hold_out: hold_out_largest(&design, opts.e_mode).ok().flatten(),
         paired: paired_table(&design),
+        degenerate: degenerate(&data, &full.laws, &design.arms, opts.e_mode),
         wall_clock: Vec::new(),
         wall_clock_missing: None,
     })

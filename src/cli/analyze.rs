@@ -138,7 +138,10 @@ fn print_fit(r: &FitReport) {
         r.summary_line()
     );
     print_table(&FIT_HEADER, fit_rows(r));
-    if let Some(w) = r.wall_clock.first() {
+    if let Some(why) = &r.degenerate {
+        println!("\nno multiplier: these laws are not to be read, since {why}");
+    }
+    if let Some(w) = r.wall_clock.first().filter(|_| r.degenerate.is_none()) {
         println!(
             "\nper unit of training time on {} (median time per token, runs at {} paired by seed):",
             w.machine, w.size
@@ -295,7 +298,7 @@ pub fn run_report(cmd: ReportCmd) -> anyhow::Result<()> {
         written.analysis.runs.len(),
         sweep.file.name
     );
-    match &written.analysis.fits {
+    match &written.analysis.law() {
         Ok(r) => print_fit(r),
         Err(why) => println!("no scaling fit: {why}"),
     }
@@ -355,7 +358,7 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
     for arm in &arms {
         print!("{arm:<width$}");
         for (_, a, largest) in &columns {
-            let m = match &a.fits {
+            let m = match a.law() {
                 Ok(r) => match r.arms.iter().find(|x| &x.arm == arm) {
                     Some(x) => x
                         .multiplier
@@ -382,7 +385,7 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
         println!();
     }
     for (name, a, _) in &columns {
-        if let Err(why) = &a.fits {
+        if let Err(why) = a.law() {
             println!("{name}: no scaling fit: {why}");
         }
     }

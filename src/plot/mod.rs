@@ -4,6 +4,7 @@
 pub mod block;
 pub mod cost;
 pub mod curves;
+pub mod forest;
 pub mod heatmap;
 pub mod layers;
 pub mod lines;
@@ -19,6 +20,7 @@ use plotters::prelude::*;
 pub use block::block_size;
 pub use cost::depth_cost;
 pub use curves::training_curves;
+pub use forest::forest;
 pub use heatmap::{depth_attention, depth_width};
 pub use layers::layer_profiles;
 pub use lines::{Line, Panel, interval_lines};
@@ -26,24 +28,101 @@ pub use scaling::{multiplier_curve, scaling};
 
 pub const FONT: &str = "sans-serif";
 
-/// Colours by arm, readable on white and distinct in greyscale order.
-pub const PALETTE: [RGBColor; 12] = [
+/// Colours by arm, readable on white: the Okabe-Ito set first, then eight more chosen so that
+/// no two of the sixteen are closer than 20 in CIELAB (a test holds them to it).
+pub const PALETTE: [RGBColor; 16] = [
     RGBColor(33, 33, 33),    // baseline: near-black
     RGBColor(0, 114, 178),   // blue
     RGBColor(213, 94, 0),    // vermillion
-    RGBColor(0, 158, 115),   // green
-    RGBColor(204, 121, 167), // purple
+    RGBColor(0, 158, 115),   // bluish green
+    RGBColor(204, 121, 167), // reddish purple
     RGBColor(230, 159, 0),   // orange
     RGBColor(86, 180, 233),  // sky
     RGBColor(120, 94, 60),   // brown
-    RGBColor(0, 128, 128),   // teal
+    RGBColor(117, 112, 179), // slate
     RGBColor(150, 150, 0),   // olive
     RGBColor(170, 0, 120),   // magenta
-    RGBColor(130, 130, 130), // grey
+    RGBColor(150, 150, 150), // grey
+    RGBColor(0, 60, 90),     // navy
+    RGBColor(250, 120, 120), // salmon
+    RGBColor(40, 110, 40),   // forest
+    RGBColor(180, 40, 40),   // brick
 ];
 
+/// The colour of the `i`-th arm of a figure (past 16 the colours repeat; the markers of
+/// [`marker`] then still tell arms apart up to 16 x 5).
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
+}
+
+/// Point shapes, cycled more slowly than colours so that colour and shape together differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+    Cross,
+}
+
+/// The marker of the `i`-th arm: adjacent arms differ in shape as well as colour.
+pub fn marker(i: usize) -> Marker {
+    const ALL: [Marker; 5] = [
+        Marker::Circle,
+        Marker::Square,
+        Marker::Triangle,
+        Marker::Diamond,
+        Marker::Cross,
+    ];
+    ALL[i % ALL.len()]
+}
+
+/// Draws `points` as markers `m` of colour `c` (half-size 5 px), with a legend entry
+/// showing the same marker when `label` is given.
+pub fn draw_marked<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    points: &[(f64, f64)],
+    m: Marker,
+    c: RGBColor,
+    label: Option<String>,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let (r, fill, line) = (5, c.filled(), c.stroke_width(3));
+    // One branch per shape: each series and legend entry has its own element type.
+    macro_rules! marked {
+        ($shape:expr) => {{
+            let series = chart
+                .draw_series(points.iter().map(|&p| EmptyElement::at(p) + $shape))
+                .map_err(err)?;
+            if let Some(label) = label {
+                series
+                    .label(label)
+                    .legend(move |(x, y)| EmptyElement::at((x + 11, y)) + $shape);
+            }
+        }};
+    }
+    match m {
+        Marker::Circle => marked!(Circle::new((0, 0), r, fill)),
+        Marker::Square => marked!(Rectangle::new([(-r, -r), (r, r)], fill)),
+        Marker::Triangle => marked!(Polygon::new(
+            vec![(0, -r - 1), (-r - 1, r), (r + 1, r)],
+            fill
+        )),
+        Marker::Diamond => marked!(Polygon::new(
+            vec![(0, -r - 1), (r + 1, 0), (0, r + 1), (-r - 1, 0)],
+            fill
+        )),
+        // Both strokes of the X in one path through the centre.
+        Marker::Cross => marked!(PathElement::new(
+            vec![(-r, -r), (r, r), (0, 0), (-r, r), (r, -r)],
+            line
+        )),
+    }
+    Ok(())
 }
 
 fn register_font() {
@@ -241,4 +320,60 @@ pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let first = (lo / step).ceil() as i64;
     let last = (hi / step).floor() as i64;
     (first..=last).map(|i| i as f64 * step).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CIELAB of an sRGB colour (D65).
+    fn lab(c: RGBColor) -> [f64; 3] {
+        let lin = |u: u8| {
+            let u = f64::from(u) / 255.0;
+            if u > 0.04045 {
+                ((u + 0.055) / 1.055).powf(2.4)
+            } else {
+                u / 12.92
+            }
+        };
+        let (r, g, b) = (lin(c.0), lin(c.1), lin(c.2));
+        let x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047;
+        let y = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+        let z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883;
+        let f = |t: f64| {
+            if t > 0.008856 {
+                t.cbrt()
+            } else {
+                7.787 * t + 16.0 / 116.0
+            }
+        };
+        [
+            116.0 * f(y) - 16.0,
+            500.0 * (f(x) - f(y)),
+            200.0 * (f(y) - f(z)),
+        ]
+    }
+
+    #[test]
+    fn sixteen_arms_get_sixteen_distinguishable_colours_and_shapes() {
+        for i in 0..16 {
+            for j in 0..i {
+                let (a, b) = (lab(color(i)), lab(color(j)));
+                let d =
+                    ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt();
+                assert!(
+                    d >= 20.0,
+                    "arms {j} and {i}: colours {d:.1} apart in CIELAB"
+                );
+                assert!(
+                    (color(i), marker(i)) != (color(j), marker(j)),
+                    "arms {j} and {i} look the same"
+                );
+            }
+            // Neighbours in a legend differ in shape too.
+            if i > 0 {
+                assert_ne!(marker(i), marker(i - 1));
+            }
+        }
+    }
 }

@@ -3,7 +3,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, color, err, log_ticks, padded_log, sci};
+use super::{FONT, Figure, color, draw_marked, err, log_ticks, marker, padded_log, sci};
 pub use crate::analysis::figures::ArmSeries;
 use crate::analysis::fit::Law;
 use crate::analysis::multiplier::{ArmFit, FitReport};
@@ -83,18 +83,9 @@ impl Figure for Scaling<'_> {
                     ErrorBar::new_vertical(x, lo, (lo + hi) / 2.0, hi, c.stroke_width(1), 8)
                 }))
                 .map_err(err)?;
-            let series = chart
-                .draw_series(
-                    arm.points
-                        .iter()
-                        .map(|&(x, y, ..)| Circle::new((x, y), 5, c.filled())),
-                )
-                .map_err(err)?;
-            if arm.law.is_none() {
-                series
-                    .label(arm.arm.clone())
-                    .legend(move |(x, y)| Circle::new((x + 11, y), 5, c.filled()));
-            }
+            let points: Vec<(f64, f64)> = arm.points.iter().map(|&(x, y, ..)| (x, y)).collect();
+            let label = arm.law.is_none().then(|| arm.arm.clone());
+            draw_marked(&mut chart, &points, marker(i), c, label)?;
         }
         super::legend(&mut chart, SeriesLabelPosition::UpperRight, 15)?;
         if let Some(fits) = self.fits {

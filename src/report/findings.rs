@@ -25,11 +25,17 @@ pub struct Evidence<'a> {
     pub builds: &'a [String],
     /// The fewest seeds of any (arm, size).
     pub min_seeds: usize,
+    /// Why the scaling fit's laws are not to be read, when a fit was made.
+    pub no_law: Option<&'a str>,
 }
 
 /// Three to six sentences, most important first.
 pub fn findings(e: &Evidence) -> Vec<String> {
     let mut out = Vec::new();
+    out.extend(
+        e.no_law
+            .map(|why| format!("No compute multiplier is read from these runs: {why}.")),
+    );
     out.extend(multipliers(e));
     out.extend(wall_clock(e));
     out.extend(paired(e));

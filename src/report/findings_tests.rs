@@ -84,6 +84,7 @@ fn fit(multipliers: &[(&str, f64, f64, f64)], hold_out: Option<HoldOut>) -> FitR
         arms,
         hold_out,
         paired: table(&[]),
+        degenerate: None,
         wall_clock: Vec::new(),
         wall_clock_missing: None,
     }
@@ -103,6 +104,7 @@ fn evidence<'a>(
         profiles,
         builds,
         min_seeds,
+        no_law: None,
     }
 }
 
@@ -215,4 +217,19 @@ fn a_known_unstable_arm_and_a_missed_hold_out_are_warned_about() {
         "{text}"
     );
     assert!(text.contains("some runs have one seed"), "{text}");
+}
+
+#[test]
+fn a_degenerate_fit_is_named_first_and_no_multiplier_is_quoted() {
+    let mut e = evidence(None, None, &[], &[], 3);
+    e.no_law = Some("the runs span 1.1x in compute, under the 4x a law needs");
+    let text = findings(&e);
+    assert!(
+        text[0].starts_with("No compute multiplier is read from these runs: the runs span 1.1x"),
+        "{text:?}"
+    );
+    assert!(
+        !text.iter().any(|s| s.contains("Compute multipliers")),
+        "{text:?}"
+    );
 }

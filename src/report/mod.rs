@@ -33,7 +33,21 @@ pub struct AnalysisOptions {
 /// The finished runs of some sweeps and their scaling fit (or why there is none).
 pub struct Analysis {
     pub runs: Vec<LoadedRun>,
+    /// The fit as made, degenerate or not (`fit` writes it either way).
     pub fits: Result<FitReport, String>,
+}
+
+impl Analysis {
+    /// The fit when its laws can be read; why not otherwise (no fit, or a degenerate one).
+    pub fn law(&self) -> Result<&FitReport, String> {
+        match &self.fits {
+            Ok(r) => match &r.degenerate {
+                Some(why) => Err(format!("no law is drawn, since {why}")),
+                None => Ok(r),
+            },
+            Err(why) => Err(why.clone()),
+        }
+    }
 }
 
 pub fn analyse_sweeps(sweeps: &[Sweep], opts: &AnalysisOptions) -> anyhow::Result<Analysis> {

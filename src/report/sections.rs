@@ -74,10 +74,11 @@ pub fn build(
     let evidence = Evidence {
         baseline: &opts.baseline,
         paired: paired.as_ref(),
-        fit: a.fits.as_ref().ok().filter(|_| !several_tasks),
+        fit: a.law().ok().filter(|_| !several_tasks),
         profiles: if several_tasks { &[] } else { &profiles },
         builds: &commits,
         min_seeds: min_seeds(a),
+        no_law: a.fits.as_ref().ok().and_then(|r| r.degenerate.as_deref()),
     };
     doc.h(2, "Findings");
     doc.list(findings(&evidence));
@@ -210,8 +211,8 @@ fn fits(
     name: &str,
 ) -> anyhow::Result<()> {
     doc.h(2, "Scaling fits and compute multipliers");
-    let fits: Option<&FitReport> = a.fits.as_ref().ok();
-    match &a.fits {
+    let fits: Option<&FitReport> = a.law().ok();
+    match a.law() {
         Ok(r) => {
             doc.p(format!(
                 "`L(C) = E + A·C^-α` per arm, C in PFLOP/s-days ({} FLOP count), Huber loss in log space, E {}. Multipliers are `C_baseline(L_arm(C)) / C` at the largest compute ({:.3e} PF-days), with 95% percentile intervals from {}. An interval ending in ∞ means that more than 2.5% of the resamples found the baseline's law never reaching the arm's loss.",
@@ -228,7 +229,7 @@ fn fits(
         Err(why) => doc.p(format!("No scaling fit: {why}.")),
     }
     if let Some(table) = paired_table {
-        paired(doc, table, opts);
+        paired(doc, table, opts, figs, name)?;
     }
     let series = views::scaling_series(&a.runs, fits, opts.six_nd)?;
     doc.figure(
@@ -282,7 +283,13 @@ fn paired_differences(a: &Analysis, opts: &AnalysisOptions) -> Option<PairedTabl
 
 /// Per-size paired differences to the baseline, with or without a scaling fit (a sweep of
 /// one size has no fit but still has comparisons).
-fn paired(doc: &mut Doc, table: &PairedTable, opts: &AnalysisOptions) {
+fn paired(
+    doc: &mut Doc,
+    table: &PairedTable,
+    opts: &AnalysisOptions,
+    figs: &Path,
+    name: &str,
+) -> anyhow::Result<()> {
     doc.h(3, "Per-size paired differences");
     let survivors = table.rows.iter().filter(|x| x.holm).count();
     doc.p(format!(
@@ -292,4 +299,18 @@ fn paired(doc: &mut Doc, table: &PairedTable, opts: &AnalysisOptions) {
     let header = paired_header(&opts.baseline);
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     doc.table(&header, paired_rows(table));
+    if let Some(png) = plot::forest(
+        figs,
+        &format!("{name}: each arm against `{}`", opts.baseline),
+        table,
+    )? {
+        doc.figure(
+            png,
+            format!(
+                "The table above as a forest plot: each arm's loss minus `{}`'s on the same seed, mean and 95% t-interval per size; left of zero the arm is better. Filled points survive Holm's correction.",
+                opts.baseline
+            ),
+        );
+    }
+    Ok(())
 }

@@ -119,6 +119,13 @@ pub fn fit_rows(r: &FitReport) -> Vec<Vec<String>> {
     r.arms
         .iter()
         .map(|a| {
+            if r.degenerate.is_some() {
+                let mut row = vec![a.arm.clone()];
+                row.extend([a.law.a, a.law.alpha, a.law.e].map(|x| format!("{x:.4}")));
+                row.extend(["-".into(), "-".into(), "-".into()]);
+                row.extend([a.points.to_string(), a.seeds.to_string()]);
+                return row;
+            }
             vec![
                 a.arm.clone(),
                 format!("{:.4}", a.law.a),
