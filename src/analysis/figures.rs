@@ -43,6 +43,8 @@ pub struct Profile {
     pub grad_norm: Vec<f64>,
     /// Per Transformer block; empty for runs trained before the probe existed.
     pub block_out_rms: Vec<f64>,
+    /// Each seed's own profile, for the figures' seed bands (empty inside those).
+    pub seeds: Vec<Profile>,
 }
 
 impl Profile {

@@ -186,6 +186,35 @@ pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile
         .map(|id| arm_of[id.as_str()])
         .collect();
     last.with_column(Column::new("arm".into(), arm_column))?;
+    // Each run's own values, for the seed bands.
+    let (run_id, run_metric, run_layer, run_value) = (
+        strs(&last, "id")?,
+        strs(&last, "metric")?,
+        floats(&last, "layer")?,
+        floats(&last, "value")?,
+    );
+    let pick_run = |run: &str, m: &str| -> Vec<f64> {
+        let mut rows: Vec<(f64, f64)> = (0..run_id.len())
+            .filter(|&i| run_id[i] == run && run_metric[i] == m)
+            .map(|i| (run_layer[i], run_value[i]))
+            .collect();
+        rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+        rows.into_iter().map(|r| r.1).collect()
+    };
+    let seed_profiles = |arm: &str| -> Vec<Profile> {
+        at_size
+            .iter()
+            .filter(|r| r.planned.arm == arm)
+            .map(|r| Profile {
+                arm: arm.to_string(),
+                in_rms: pick_run(&r.planned.id, "in_rms"),
+                out_rms: pick_run(&r.planned.id, "out_rms"),
+                grad_norm: pick_run(&r.planned.id, "grad_norm"),
+                block_out_rms: pick_run(&r.planned.id, "block_out_rms"),
+                seeds: Vec::new(),
+            })
+            .collect()
+    };
     #[allow(deprecated)] // the eager group-by: see load::seed_means
     let last = last
         .group_by_stable(["arm", "metric", "layer"])?
@@ -210,6 +239,7 @@ pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile
             out_rms: pick(&a, "out_rms"),
             grad_norm: pick(&a, "grad_norm"),
             block_out_rms: pick(&a, "block_out_rms"),
+            seeds: seed_profiles(&a),
             arm: a,
         })
         .collect();

@@ -7,6 +7,9 @@ use plotters::prelude::*;
 use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, log_ticks, padded_log, sci};
 pub use crate::analysis::figures::Profile;
 
+/// Three panels this wide keep the figure near 1300 px, so its text reads at page width.
+const PANEL_WIDTH: u32 = 360;
+
 struct Profiles<'a> {
     title: String,
     profiles: &'a [Profile],
@@ -28,7 +31,7 @@ pub fn layer_profiles(
             },
             dir,
             "layers",
-            (1500 + SIDE_LEGEND_WIDTH, 480),
+            (PANEL_WIDTH * 3 + SIDE_LEGEND_WIDTH, 500),
         )?,
         super::save(
             &Profiles {
@@ -38,7 +41,7 @@ pub fn layer_profiles(
             },
             dir,
             "blocks",
-            (1500 + SIDE_LEGEND_WIDTH, 480),
+            (PANEL_WIDTH * 3 + SIDE_LEGEND_WIDTH, 500),
         )?,
     ])
 }
@@ -70,16 +73,36 @@ impl Figure for Profiles<'_> {
         };
         for (m, ((name, ylabel), panel)) in metrics.iter().zip(panels.iter()).enumerate() {
             // A metric a run did not record (block output before the probe existed) is empty.
+            let metric = |p: &Profile| -> Vec<f64> {
+                let [hidden, output, grad] = if self.per_block {
+                    p.per_block()
+                } else {
+                    [p.in_rms.clone(), p.out_rms.clone(), p.grad_norm.clone()]
+                };
+                [hidden, output, grad][m].clone()
+            };
             let series: Vec<(String, Vec<f64>)> = self
                 .profiles
                 .iter()
+                .map(|p| (p.arm.clone(), metric(p)))
+                .collect();
+            // Per arm and layer: the lowest and highest seed.
+            let bands: Vec<Vec<(f64, f64)>> = self
+                .profiles
+                .iter()
                 .map(|p| {
-                    let [hidden, output, grad] = if self.per_block {
-                        p.per_block()
-                    } else {
-                        [p.in_rms.clone(), p.out_rms.clone(), p.grad_norm.clone()]
-                    };
-                    (p.arm.clone(), [hidden, output, grad][m].clone())
+                    let seeds: Vec<Vec<f64>> = p.seeds.iter().map(&metric).collect();
+                    let n = seeds.iter().map(Vec::len).min().unwrap_or(0);
+                    (0..n)
+                        .map(|l| {
+                            seeds
+                                .iter()
+                                .map(|s| s[l])
+                                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                                    (lo.min(v), hi.max(v))
+                                })
+                        })
+                        .collect()
                 })
                 .collect();
             let caption = if series.iter().all(|s| s.1.is_empty()) {
@@ -88,12 +111,18 @@ impl Figure for Profiles<'_> {
                 name.to_string()
             };
             let n = series.iter().map(|s| s.1.len()).max().unwrap_or(1).max(1);
-            let (y0, y1) = padded_log(series.iter().flat_map(|s| s.1.iter().copied()), 1.3);
+            let (y0, y1) = padded_log(
+                series
+                    .iter()
+                    .flat_map(|s| s.1.iter().copied())
+                    .chain(bands.iter().flatten().flat_map(|b| [b.0, b.1])),
+                1.3,
+            );
             let mut chart = ChartBuilder::on(panel)
-                .caption(caption, (FONT, 16))
+                .caption(caption, (FONT, 18))
                 .margin(10)
-                .x_label_area_size(42)
-                .y_label_area_size(62)
+                .x_label_area_size(50)
+                .y_label_area_size(72)
                 .build_cartesian_2d(
                     -0.3..(n as f64 - 0.7),
                     (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
@@ -104,13 +133,27 @@ impl Figure for Profiles<'_> {
                     .configure_mesh()
                     .x_desc(unit)
                     .y_desc(*ylabel)
-                    .x_labels(n.min(16))
+                    .x_labels(n.min(8))
                     .x_label_formatter(&|x| format!("{}", x.round() as i64))
                     .y_label_formatter(&|y| sci(*y)),
-                (13, 14),
+                (16, 16),
             )
             .draw()
             .map_err(err)?;
+            for (i, band) in bands.iter().enumerate().filter(|(_, b)| b.len() > 1) {
+                let outline: Vec<(f64, f64)> = band
+                    .iter()
+                    .enumerate()
+                    .map(|(l, b)| (l as f64, b.0))
+                    .chain(band.iter().enumerate().rev().map(|(l, b)| (l as f64, b.1)))
+                    .collect();
+                chart
+                    .draw_series(std::iter::once(Polygon::new(
+                        outline,
+                        color(i).mix(0.15).filled(),
+                    )))
+                    .map_err(err)?;
+            }
             for (i, (_, values)) in series.iter().enumerate() {
                 chart
                     .draw_series(
@@ -123,6 +166,12 @@ impl Figure for Profiles<'_> {
                     .map_err(err)?;
             }
         }
+        let seeds = self
+            .profiles
+            .iter()
+            .map(|p| p.seeds.len())
+            .max()
+            .unwrap_or(0);
         let entries: Vec<(String, RGBColor)> = self
             .profiles
             .iter()
@@ -132,7 +181,11 @@ impl Figure for Profiles<'_> {
         super::side_legend(
             &legend_area,
             &entries,
-            &["mean over seeds,", "end of training"],
+            &[
+                &format!("lines: mean of {seeds} seeds"),
+                "band: lowest to highest seed",
+                "end of training",
+            ],
         )
     }
 }

@@ -228,7 +228,7 @@ pub fn side_legend<DB: DrawingBackend>(
     notes: &[&str],
 ) -> Result<(), String> {
     let (x, mut y) = (12, 50);
-    let font = (FONT, 13).into_font();
+    let font = (FONT, 16).into_font();
     for (label, c) in entries {
         area.draw(&PathElement::new(
             vec![(x, y), (x + 22, y)],
@@ -237,16 +237,16 @@ pub fn side_legend<DB: DrawingBackend>(
         .map_err(err)?;
         area.draw(&Circle::new((x + 11, y), 3, c.filled()))
             .map_err(err)?;
-        area.draw(&Text::new(label.clone(), (x + 30, y - 8), font.clone()))
+        area.draw(&Text::new(label.clone(), (x + 30, y - 9), font.clone()))
             .map_err(err)?;
-        y += 22;
+        y += 26;
     }
     y += 10;
-    let grey = (FONT, 12).into_font().color(&BLACK.mix(0.6));
+    let grey = (FONT, 14).into_font().color(&BLACK.mix(0.65));
     for note in notes {
         area.draw(&Text::new(note.to_string(), (x, y), grey.clone()))
             .map_err(err)?;
-        y += 18;
+        y += 20;
     }
     Ok(())
 }

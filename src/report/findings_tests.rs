@@ -32,6 +32,7 @@ fn table(rows: &[(&str, &str, &[f64])]) -> PairedTable {
 
 fn profile(arm: &str, in_rms: &[f64], grad: &[f64]) -> Profile {
     Profile {
+        seeds: Vec::new(),
         arm: arm.into(),
         in_rms: in_rms.to_vec(),
         out_rms: vec![0.5; in_rms.len()],
