@@ -25,18 +25,19 @@ pub enum DataError {
     Config(String),
     #[error("cannot fetch corpus: {0}")]
     Fetch(String),
-    #[error("{path}: {source}")]
+    /// The OS error is part of the message, not a source: chained, it printed twice.
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 impl DataError {
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
+    pub fn io(path: &Path, error: std::io::Error) -> Self {
         Self::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 }

@@ -205,10 +205,45 @@ pub(super) fn train_leased(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) 
         Ok(Outcome::Failed { reason, .. }) => RunOutcome::Failed(reason),
         Ok(Outcome::Stopped { step }) => RunOutcome::Stopped(step),
         Ok(Outcome::Lost { step }) => RunOutcome::Lost(step),
-        // Not recorded as a failed run: an error outside training (a full disk, a bad
-        // corpus) should not need --retry-failed once fixed.
-        Err(e) => RunOutcome::Failed(format!("{e:#}")),
+        // A failure outside the loss (a full disk, a bad corpus) is recorded like any
+        // other, so that `status` shows it and `--retry-failed` retries it once fixed.
+        Err(e) => {
+            let reason = format!("{e:#}");
+            // Never into a folder that holds another run (train refused it for that).
+            let ours = crate::store::read_json_opt::<crate::spec::RunSpec>(&dir.spec())
+                .is_ok_and(|s| s.is_none_or(|s| s == run.spec));
+            if ours {
+                record_failure(dir, &reason);
+            }
+            RunOutcome::Failed(reason)
+        }
     }
+}
+
+/// Marks `dir`'s run failed with `reason` at the step its status last showed, after
+/// removing what the failed attempt left half-written: temporary files and a checkpoint
+/// folder that never got its `state.json`. Best effort: on a disk that refuses every write
+/// the status stays as it was, and the error was printed.
+fn record_failure(dir: &RunDir, reason: &str) {
+    if let Ok(entries) = std::fs::read_dir(&dir.root) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().ends_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let half = dir.checkpoint_sibling(".new");
+    if half.is_dir() && !half.join("state.json").is_file() {
+        let _ = std::fs::remove_dir_all(&half);
+    }
+    let step = match dir.read_status() {
+        Ok(Some(Status::Running { step, .. })) => step,
+        _ => 0,
+    };
+    let _ = dir.write_status(&Status::Failed {
+        step,
+        reason: reason.to_string(),
+    });
 }
 
 /// Runs `work` (training one run) so that a panic anywhere inside it (a backend assertion, an
@@ -225,10 +260,7 @@ fn guarded(
             .or_else(|| panic.downcast_ref::<&str>().copied())
             .unwrap_or("unknown panic");
         let reason = format!("panicked: {message}");
-        let _ = dir.write_status(&Status::Failed {
-            step: 0,
-            reason: reason.clone(),
-        });
+        record_failure(dir, &reason);
         Ok(Outcome::Failed { step: 0, reason })
     })
 }

@@ -157,7 +157,7 @@ fn claim(
             Ok(h) => h,
             // Released or taken over meanwhile; asking `path.exists()` after the read, as
             // before, could see a racer's new lease and report the gone one as an error.
-            Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(StoreError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
                 continue;
             }
             Err(_) if !path.exists() => continue,

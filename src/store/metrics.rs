@@ -148,11 +148,18 @@ pub struct DepthRow {
 
 fn write_parquet(path: &Path, df: &mut DataFrame) -> Result<(), StoreError> {
     let tmp = tmp_path(path);
-    let file = fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
-    ParquetWriter::new(file)
-        .finish(df)
-        .map_err(|e| StoreError::corrupt(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
+    let written = fs::File::create(&tmp)
+        .map_err(|e| StoreError::io(&tmp, e))
+        .and_then(|file| {
+            ParquetWriter::new(file)
+                .finish(df)
+                .map_err(|e| StoreError::write(&tmp, e))
+        })
+        .and_then(|_| fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e)));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written.map(|_| ())
 }
 
 fn read_parquet(path: &Path) -> Result<Option<DataFrame>, StoreError> {

@@ -18,20 +18,31 @@ pub use status::{RunState, Status};
 
 #[derive(Debug, Error)]
 pub enum StoreError {
-    #[error("{path}: {source}")]
+    /// The OS error is part of the message, not a source: chained, it printed twice.
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: {message}; the file is damaged: delete it (or the run folder) and re-run")]
     Corrupt { path: PathBuf, message: String },
+    /// Writing failed (the disk filled, a write error): the files already there are intact.
+    #[error("{path}: cannot write it: {message}")]
+    Write { path: PathBuf, message: String },
 }
 
 impl StoreError {
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
+    pub fn io(path: &Path, error: std::io::Error) -> Self {
         Self::Io {
             path: path.to_path_buf(),
-            source,
+            error,
+        }
+    }
+
+    pub fn write(path: &Path, message: impl std::fmt::Display) -> Self {
+        Self::Write {
+            path: path.to_path_buf(),
+            message: message.to_string(),
         }
     }
 
@@ -118,10 +129,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".{}.{call}.tmp", std::process::id()));
     let tmp = path.with_file_name(name);
-    let mut f = fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| StoreError::io(&tmp, e))?;
-    f.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
+    let written = fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .map_err(|e| StoreError::io(&tmp, e))
+        .and_then(|_| fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e)));
+    if written.is_err() {
+        // A failed write leaves no temporary behind.
+        let _ = fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// `name.ext` -> `name.ext.tmp` beside it.

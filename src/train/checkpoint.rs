@@ -44,10 +44,10 @@ pub fn save(
     model
         .clone()
         .save_file(new.join("model.bpk"))
-        .map_err(|e| anyhow::anyhow!("{}: cannot save model: {e:?}", new.display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: cannot save model: {e}", new.display()))?;
     optim
         .save(new.join("optim.bpk"))
-        .map_err(|e| anyhow::anyhow!("{}: cannot save optimizer: {e:?}", new.display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: cannot save optimizer: {e}", new.display()))?;
     write_json(&new.join("state.json"), state)?;
     if old.exists() {
         fs::remove_dir_all(&old).map_err(|e| StoreError::io(&old, e))?;

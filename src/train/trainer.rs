@@ -197,6 +197,13 @@ impl<'a> Trainer<'a> {
                 || stop
             {
                 checkpoint::save(dir, &model, &optim, &state)?;
+                // `status` then shows the step a restart resumes from.
+                if done < self.total_steps {
+                    dir.write_status(&Status::Running {
+                        step: done,
+                        total_steps: self.total_steps,
+                    })?;
+                }
             }
             if stop && done < self.total_steps {
                 bar.abandon_with_message(format!("stopped at step {done}: checkpointed"));
