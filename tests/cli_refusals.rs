@@ -114,3 +114,67 @@ fn a_device_or_fifo_is_refused_as_a_sweep_without_reading_it() {
         assert!(stderr(&out).contains(&path.display().to_string()));
     }
 }
+
+/// A Slurm submission refuses the local options it would drop, with exit 2 and the flag's
+/// name, and passes `--backend` on to its tasks.
+#[test]
+fn slurm_submissions_refuse_local_options_and_pass_the_backend_on() {
+    let tmp = TempDir::new("slurm-options");
+    let submit = |extra: &[&str]| {
+        attnres()
+            .arg("run")
+            .arg(smoke())
+            .arg("--results")
+            .arg(tmp.path())
+            .args(["--executor", "slurm", "--dry-run"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    for (extra, flag) in [
+        (vec!["--jobs", "2"], "--jobs"),
+        (vec!["--devices", "cuda:0,cuda:1"], "--devices"),
+        (vec!["--jobs-per-device", "2"], "--jobs-per-device"),
+        (vec!["--threads", "7"], "--threads"),
+        (vec!["--device", "cuda:5"], "--device"),
+    ] {
+        let out = submit(&extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("{flag} does not apply to --executor slurm")),
+            "{extra:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = submit(&["--backend", "flex"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("--backend flex"), "{script}");
+    let out = submit(&[]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("--backend"));
+    let written: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(written.is_empty(), "dry runs and refusals wrote {written:?}");
+}
+
+#[test]
+fn fit_refuses_six_nd_with_points() {
+    let tmp = TempDir::new("points-six-nd");
+    let csv = write(
+        tmp.path(),
+        "points.csv",
+        "arm,compute,loss\nbaseline,1e-6,2.0\nbaseline,1e-5,1.8\n",
+    );
+    let out = attnres()
+        .arg("fit")
+        .arg("--points")
+        .arg(&csv)
+        .arg("--six-nd")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--six-nd does not apply to --points"),
+        "{}",
+        stderr(&out)
+    );
+}

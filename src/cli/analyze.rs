@@ -81,6 +81,11 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
                     "give either sweep files or --points, not both".into()
                 ));
             }
+            if cmd.fit.six_nd {
+                anyhow::bail!(InputError(
+                    "--six-nd does not apply to --points: the CSV's compute column is fitted as it is".into()
+                ));
+            }
             let points = read_points(csv)?;
             let opts = FitOptions {
                 baseline: cmd.fit.baseline.clone(),

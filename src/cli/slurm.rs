@@ -59,6 +59,7 @@ pub fn submit(
     args: &SlurmArgs,
     retry_failed: bool,
     dry_run: bool,
+    backend: Option<crate::backend::BackendKind>,
 ) -> anyhow::Result<()> {
     if args.cpus_per_run == 0 {
         anyhow::bail!(InputError("--cpus-per-run must be at least 1".into()));
@@ -102,6 +103,7 @@ pub fn submit(
         } else {
             "cpu".into()
         },
+        backend,
     };
     let arrays = slurm::submit(sweep, &sweep_args.results, &todo, &opts, dry_run)?;
     for a in &arrays {

@@ -275,9 +275,49 @@ fn auto_jobs(
     Ok(1)
 }
 
+/// The options of a local run that a Slurm submission has no use for, refused rather than
+/// dropped: each run is an array task of its own, placed and sized by Slurm.
+fn refuse_local_options(args: &RunArgs) -> anyhow::Result<()> {
+    let refusals = [
+        (
+            args.jobs.is_some(),
+            "--jobs",
+            "each run is its own array task; --max-parallel caps how many run at once",
+        ),
+        (
+            !args.devices.is_empty(),
+            "--devices",
+            "Slurm places each task; --gpus-per-run gives each task its GPUs",
+        ),
+        (
+            args.jobs_per_device != 1,
+            "--jobs-per-device",
+            "Slurm places each task; --gpus-per-run gives each task its GPUs",
+        ),
+        (
+            args.device.threads.is_some(),
+            "--threads",
+            "a task trains with --cpus-per-run threads",
+        ),
+        (
+            args.device.device != "cpu",
+            "--device",
+            "a task trains on the GPU that --gpus-per-run gives it, or on its CPUs",
+        ),
+    ];
+    match refusals.iter().find(|(given, ..)| *given) {
+        Some((_, option, why)) => Err(InputError(format!(
+            "{option} does not apply to --executor slurm: {why}"
+        ))
+        .into()),
+        None => Ok(()),
+    }
+}
+
 pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.sweep.load()?;
     if args.slurm.executor == super::slurm::Executor::Slurm {
+        refuse_local_options(&args)?;
         let selected: Vec<&crate::spec::PlannedRun> = sweep
             .runs
             .iter()
@@ -290,6 +330,7 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
             &args.slurm,
             args.retry_failed,
             args.dry_run,
+            args.device.backend,
         );
     }
     let backend = args.device.backend.unwrap_or_else(BackendKind::preferred);

@@ -34,6 +34,8 @@ pub struct SlurmOptions {
     pub sbatch_args: Vec<String>,
     /// `cpu` or `cuda`.
     pub device: String,
+    /// The backend each task trains with; None leaves the task's default.
+    pub backend: Option<crate::backend::BackendKind>,
 }
 
 /// One submitted (or, dry, written) array.
@@ -128,19 +130,24 @@ pub fn batch_script(
     lines.push(format!("export OMP_NUM_THREADS={}", opts.cpus_per_run));
     // With --gpus-per-task Slurm sets CUDA_VISIBLE_DEVICES to the task's own GPUs, so the
     // task's `cuda` is its first GPU.
-    lines.push(format!(
-        "exec {} task {} --results {} --manifest {} --threads {} --device {}",
-        exe.display(),
-        sweep
-            .path
-            .canonicalize()
-            .unwrap_or(sweep.path.clone())
-            .display(),
-        results.display(),
-        manifest.display(),
-        opts.cpus_per_run,
-        opts.device
-    ));
+    lines.push(
+        format!(
+            "exec {} task {} --results {} --manifest {} --threads {} --device {}",
+            exe.display(),
+            sweep
+                .path
+                .canonicalize()
+                .unwrap_or(sweep.path.clone())
+                .display(),
+            results.display(),
+            manifest.display(),
+            opts.cpus_per_run,
+            opts.device
+        ) + &opts
+            .backend
+            .map(|b| format!(" --backend {}", b.name()))
+            .unwrap_or_default(),
+    );
     lines.join("\n") + "\n"
 }
 
