@@ -104,6 +104,8 @@ fn draw_panel<DB: DrawingBackend>(
         .y_label_area_size(64)
         .build_cartesian_2d(-0.5..n_x as f64 - 0.5, y0..y1)
         .map_err(err)?;
+    // Decimals enough to tell ticks apart, and no more (about 6 ticks over the range).
+    let digits = ((-((y1 - y0) / 6.0).log10()).ceil().max(0.0) as usize).min(4);
     let labels = xs.clone();
     let format_x = move |x: &f64| {
         let i = x.round();
@@ -114,13 +116,13 @@ fn draw_panel<DB: DrawingBackend>(
         }
     };
     let mut mesh = chart.configure_mesh();
-    house_mesh(&mut mesh, (14, 15))
+    house_mesh(&mut mesh, (16, 16))
         .disable_x_mesh()
         .x_desc(panel.x_desc.as_str())
         .y_desc(panel.y_desc.as_str())
         .x_labels(n_x + 1)
         .x_label_formatter(&format_x)
-        .y_label_formatter(&|y| format!("{y:.3}"))
+        .y_label_formatter(&|y| format!("{y:.digits$}"))
         .draw()
         .map_err(err)?;
     let n = panel.lines.len().max(1) as f64;

@@ -27,6 +27,9 @@ pub struct Evidence<'a> {
     pub min_seeds: usize,
     /// Why the scaling fit's laws are not to be read, when a fit was made.
     pub no_law: Option<&'a str>,
+    /// Sentences made elsewhere (the probe sweep's accuracy comparisons), placed after the
+    /// comparisons of loss.
+    pub more: &'a [String],
 }
 
 /// Three to six sentences, most important first.
@@ -39,6 +42,7 @@ pub fn findings(e: &Evidence) -> Vec<String> {
     out.extend(multipliers(e));
     out.extend(wall_clock(e));
     out.extend(paired(e));
+    out.extend(e.more.iter().cloned());
     out.extend(held_out(e));
     out.extend(unstable(e.profiles));
     out.extend(provenance(e));

@@ -106,6 +106,7 @@ fn evidence<'a>(
         builds,
         min_seeds,
         no_law: None,
+        more: &[],
     }
 }
 

@@ -71,6 +71,7 @@ pub fn build(
         .then(|| paired_differences(a, opts))
         .flatten();
     let (size, profiles) = views::final_profiles(&a.runs)?;
+    let probe_findings = tasks::probe_findings(a, &opts.baseline);
     let evidence = Evidence {
         baseline: &opts.baseline,
         paired: paired.as_ref(),
@@ -79,6 +80,7 @@ pub fn build(
         builds: &commits,
         min_seeds: min_seeds(a),
         no_law: a.fits.as_ref().ok().and_then(|r| r.degenerate.as_deref()),
+        more: &probe_findings,
     };
     doc.h(2, "Findings");
     doc.list(findings(&evidence));

@@ -10,14 +10,24 @@ use crate::analysis::views;
 use crate::fmt::thousands;
 use crate::model::flops::PFLOPS_DAY;
 
+/// One row per run. A task column appears when the runs train on several tasks, and the
+/// last quality column is bits per byte for text or answer accuracy for synthetic tasks.
 pub fn runs_table(doc: &mut Doc, runs: &[LoadedRun]) {
     doc.h(2, "Runs");
+    let mut tasks: Vec<String> = runs.iter().map(|r| r.planned.task()).collect();
+    tasks.sort();
+    tasks.dedup();
+    let with_task = tasks.len() > 1;
+    let accuracy = runs.iter().any(|r| r.accuracy().is_some());
     let rows = runs
         .iter()
         .map(|r| {
             let s = &r.summary;
-            vec![
-                format!("`{}`", r.planned.id),
+            let mut row = vec![format!("`{}`", r.planned.id)];
+            if with_task {
+                row.push(r.planned.task());
+            }
+            row.extend([
                 r.planned.size.clone(),
                 r.planned.arm.clone(),
                 r.planned.seed.to_string(),
@@ -25,29 +35,33 @@ pub fn runs_table(doc: &mut Doc, runs: &[LoadedRun]) {
                 thousands(s.tokens),
                 format!("{:.3e}", s.flops_exact / PFLOPS_DAY),
                 format!("{:.4}", r.loss()),
-                r.bits_per_byte()
-                    .map(|b| format!("{b:.4}"))
-                    .or(r.accuracy().map(|a| format!("acc {a:.3}")))
-                    .unwrap_or_default(),
+                if accuracy {
+                    r.accuracy().map(|a| format!("{:.1}", 100.0 * a))
+                } else {
+                    r.bits_per_byte().map(|b| format!("{b:.4}"))
+                }
+                .unwrap_or_default(),
                 format!("{:.0}", s.wall_s),
-            ]
+            ]);
+            row
         })
         .collect();
-    doc.table(
-        &[
-            "run",
-            "size",
-            "variant",
-            "seed",
-            "params",
-            "tokens",
-            "PF-days",
-            "val loss",
-            "bits/byte",
-            "wall s",
-        ],
-        rows,
-    );
+    let mut header = vec!["run"];
+    if with_task {
+        header.push("task");
+    }
+    header.extend([
+        "size",
+        "variant",
+        "seed",
+        "params",
+        "tokens",
+        "PF-days",
+        "val loss",
+        if accuracy { "accuracy, %" } else { "bits/byte" },
+        "wall s",
+    ]);
+    doc.table(&header, rows);
 }
 
 /// Every arm at the largest size: mean loss with its t-interval over seeds, difference to

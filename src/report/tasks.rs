@@ -7,8 +7,8 @@ use std::path::Path;
 use super::doc::Doc;
 use super::shapes::arm_color;
 use super::{Analysis, AnalysisOptions};
-use crate::analysis::probes::probe_views;
-use crate::analysis::stats::holm;
+use crate::analysis::probes::{ProbeView, probe_views};
+use crate::analysis::stats::{SeedMean, holm};
 use crate::analysis::views;
 use crate::plot::{self, Line, Panel};
 
@@ -16,7 +16,7 @@ use crate::plot::{self, Line, Panel};
 const ALPHA: f64 = 0.05;
 
 /// The guessing reference's line: grey, the palette's last colour.
-const GUESS_LABEL: &str = "guess among the prompt's digits";
+const GUESS_LABEL: &str = "guessing";
 const GUESS_COLOR: usize = 11;
 
 pub fn probes_section(
@@ -31,13 +31,7 @@ pub fn probes_section(
         return Ok(());
     }
     doc.h(2, "Reasoning probes: answer accuracy against difficulty");
-    // Every comparison with a p-value, across all views, is one Holm family.
-    let p: Vec<f64> = probe
-        .iter()
-        .flat_map(|v| v.arms.iter().flat_map(|(_, pts)| pts.iter()))
-        .filter_map(|pt| pt.vs_reference.map(|t| t.p))
-        .collect();
-    let rejected = holm(&p, ALPHA);
+    let (p, rejected) = holm_family(&probe);
     let mut k = 0;
     let mut rows = Vec::new();
     for v in &probe {
@@ -98,12 +92,26 @@ pub fn probes_section(
         rows,
     );
     let arm_names = views::arms(&a.runs);
+    // Accuracy in points above guessing: the guessing rate rises with difficulty, so raw
+    // accuracy would rise with it for no merit of the model.
+    let above_guess = |v: &crate::analysis::probes::ProbeView, d: usize, m: SeedMean| {
+        let guess = v
+            .guess
+            .iter()
+            .find(|(g, _)| *g == d)
+            .map_or(0.0, |(_, g)| g.mean);
+        SeedMean {
+            mean: 100.0 * (m.mean - guess),
+            half: 100.0 * m.half,
+            n: m.n,
+        }
+    };
     let panels: Vec<Panel> = probe
         .iter()
         .map(|v| Panel {
             title: format!("{}, size {}", v.kind, v.size),
             x_desc: v.difficulty_name().to_string(),
-            y_desc: "Answer accuracy".into(),
+            y_desc: "Accuracy above guessing, points".into(),
             lines: v
                 .arms
                 .iter()
@@ -112,13 +120,31 @@ pub fn probes_section(
                     color: arm_color(&arm_names, arm),
                     points: pts
                         .iter()
-                        .map(|pt| (pt.difficulty as f64, pt.accuracy))
+                        .map(|pt| {
+                            (
+                                pt.difficulty as f64,
+                                above_guess(v, pt.difficulty, pt.accuracy),
+                            )
+                        })
                         .collect(),
                 })
-                .chain((!v.guess.is_empty()).then(|| Line {
-                    label: GUESS_LABEL.into(),
-                    color: GUESS_COLOR,
-                    points: v.guess.iter().map(|(d, g)| (*d as f64, *g)).collect(),
+                .chain((!v.guess.is_empty()).then(|| {
+                    Line {
+                        label: GUESS_LABEL.into(),
+                        color: GUESS_COLOR,
+                        points: v
+                            .guess
+                            .iter()
+                            .map(|(d, _)| {
+                                let zero = SeedMean {
+                                    mean: 0.0,
+                                    half: f64::NAN,
+                                    n: 1,
+                                };
+                                (*d as f64, zero)
+                            })
+                            .collect(),
+                    }
                 }))
                 .collect(),
         })
@@ -131,9 +157,106 @@ pub fn probes_section(
             &panels,
             &["bars: 95% t-interval over seeds"],
         )?,
-        "Final answer accuracy against the task's difficulty, one line per arm: seed means with 95% Student-t intervals (lines offset slightly sideways so that intervals do not hide one another); grey: guessing uniformly among the digits written before each answer.",
+        "Final answer accuracy minus the guessing rate (guessing uniformly among the digits written before each answer, grey at 0), in percentage points, against the task's difficulty: seed means with 95% Student-t intervals, one line per arm (offset slightly sideways so that intervals do not hide one another). The table above gives the raw accuracies.",
     );
     Ok(())
+}
+
+/// Every comparison with a p-value, across all views, as one Holm family: the p-values in
+/// view, arm and difficulty order, and which survive.
+fn holm_family(probe: &[ProbeView]) -> (Vec<f64>, Vec<bool>) {
+    let p: Vec<f64> = probe
+        .iter()
+        .flat_map(|v| v.arms.iter().flat_map(|(_, pts)| pts.iter()))
+        .filter_map(|pt| pt.vs_reference.map(|t| t.p))
+        .collect();
+    let rejected = holm(&p, ALPHA);
+    (p, rejected)
+}
+
+/// The probe sweep's Findings: which accuracy differences survive Holm's correction (or
+/// that none do), and how far the best arm is above guessing at each task's hardest level.
+pub fn probe_findings(a: &Analysis, baseline: &str) -> Vec<String> {
+    let probe = probe_views(&a.runs, baseline);
+    if probe.is_empty() {
+        return Vec::new();
+    }
+    let (p, rejected) = holm_family(&probe);
+    let mut survivors = Vec::new();
+    let mut k = 0;
+    for v in &probe {
+        for (arm, points) in &v.arms {
+            for pt in points {
+                let Some(t) = pt.vs_reference else { continue };
+                if rejected.get(k).copied().unwrap_or(false) {
+                    survivors.push(format!(
+                        "`{arm}` on {} ({}) at {} {}: {:+.1} points [{:+.1}, {:+.1}], p = {:.3}",
+                        v.kind,
+                        v.size,
+                        pt.difficulty,
+                        v.difficulty_name(),
+                        100.0 * t.diff.mean,
+                        100.0 * t.diff.lo(),
+                        100.0 * t.diff.hi(),
+                        t.p
+                    ));
+                }
+                k += 1;
+            }
+        }
+    }
+    let mut out = vec![if survivors.is_empty() {
+        format!(
+            "No arm's answer accuracy differs from `{baseline}`'s on any task or difficulty after Holm's correction over {} paired comparisons (two-sided paired t-tests on the same seeds, family-wise {ALPHA}).",
+            p.len()
+        )
+    } else {
+        format!(
+            "After Holm's correction over {} paired comparisons, {} of them differ from `{baseline}`: {}.",
+            p.len(),
+            survivors.len(),
+            survivors.join("; ")
+        )
+    }];
+    for v in &probe {
+        let Some(hardest) = v
+            .arms
+            .iter()
+            .flat_map(|(_, pts)| pts.iter().map(|p| p.difficulty))
+            .max()
+        else {
+            continue;
+        };
+        let best = v
+            .arms
+            .iter()
+            .filter_map(|(arm, pts)| {
+                pts.iter()
+                    .find(|p| p.difficulty == hardest)
+                    .map(|p| (arm, p))
+            })
+            .max_by(|a, b| a.1.accuracy.mean.total_cmp(&b.1.accuracy.mean));
+        let guess = v
+            .guess
+            .iter()
+            .find(|(d, _)| *d == hardest)
+            .map(|(_, g)| g.mean);
+        if let (Some((arm, pt)), Some(guess)) = (best, guess) {
+            out.push(format!(
+                "On {} ({}) at {} {}, the best arm, `{arm}`, answers {:.1}% [{:.1}, {:.1}] against {:.1}% for guessing among the prompt's digits: {:+.1} points.",
+                v.kind,
+                v.size,
+                hardest,
+                v.difficulty_name(),
+                100.0 * pt.accuracy.mean,
+                100.0 * pt.accuracy.lo(),
+                100.0 * pt.accuracy.hi(),
+                100.0 * guess,
+                100.0 * (pt.accuracy.mean - guess)
+            ));
+        }
+    }
+    out
 }
 
 /// `61.2 ± 3.4` in percent (the mean alone with one seed).
