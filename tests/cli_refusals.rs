@@ -153,7 +153,10 @@ fn slurm_submissions_refuse_local_options_and_pass_the_backend_on() {
     let out = submit(&[]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("--backend"));
     let written: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
-    assert!(written.is_empty(), "dry runs and refusals wrote {written:?}");
+    assert!(
+        written.is_empty(),
+        "dry runs and refusals wrote {written:?}"
+    );
 }
 
 #[test]
