@@ -29,7 +29,7 @@ pub fn scaling(
         },
         dir,
         "scaling",
-        (900, 620),
+        (1000, 820),
     )
 }
 
@@ -37,7 +37,25 @@ impl Figure for Scaling<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let all = || self.arms.iter().flat_map(|a| a.points.iter());
         let (x0, x1) = padded_log(all().map(|p| p.0), 1.6);
-        let (y0, y1) = padded_log(all().flat_map(|p| [p.2, p.3]), 1.03);
+        let held_out = self.fits.and_then(|f| f.hold_out.as_ref());
+        let (y0, y1) = padded_log(
+            all().flat_map(|p| [p.2, p.3]).chain(
+                held_out
+                    .iter()
+                    .flat_map(|h| h.arms.iter().map(|a| a.predicted)),
+            ),
+            1.03,
+        );
+        // With laws, a residual panel under the main one.
+        let (_, height) = area.dim_in_pixel();
+        let has_laws = self.arms.iter().any(|a| a.law.is_some());
+        let (area, lower) = if has_laws {
+            let (upper, lower) = area.split_vertically(height * 3 / 4);
+            (upper, Some(lower))
+        } else {
+            (area.clone(), None)
+        };
+        let area = &area;
         let mut chart = ChartBuilder::on(area)
             .caption(&self.title, (FONT, 22))
             .margin(14)
@@ -86,6 +104,21 @@ impl Figure for Scaling<'_> {
             let points: Vec<(f64, f64)> = arm.points.iter().map(|&(x, y, ..)| (x, y)).collect();
             let label = arm.law.is_none().then(|| arm.arm.clone());
             draw_marked(&mut chart, &points, marker(i), c, label)?;
+            // The largest size as a fit without it predicted it: hollow, joined to the
+            // observed mean.
+            if let Some(h) = held_out.and_then(|h| h.arms.iter().find(|a| a.arm == arm.arm)) {
+                chart
+                    .draw_series([
+                        PathElement::new(
+                            vec![(h.compute, h.predicted), (h.compute, h.observed.mean)],
+                            c.stroke_width(1),
+                        )
+                        .into_dyn(),
+                        Circle::new((h.compute, h.predicted), 7, WHITE.filled()).into_dyn(),
+                        Circle::new((h.compute, h.predicted), 7, c.stroke_width(2)).into_dyn(),
+                    ])
+                    .map_err(err)?;
+            }
         }
         super::legend(&mut chart, SeriesLabelPosition::UpperRight, 15)?;
         if let Some(fits) = self.fits {
@@ -94,8 +127,9 @@ impl Figure for Scaling<'_> {
                 .iter()
                 .filter_map(|a| {
                     a.multiplier.map(|m| {
+                        let d = m.digits().min(2);
                         format!(
-                            "{}: {:.2}x compute [{:.2}, {:.2}]",
+                            "{}: {:.2}x compute [{:.d$}, {:.d$}]",
                             a.arm, m.value, m.lo, m.hi
                         )
                     })
@@ -105,28 +139,100 @@ impl Figure for Scaling<'_> {
             for (k, line) in lines.iter().enumerate() {
                 area.draw(&Text::new(
                     line.clone(),
-                    (90, h as i32 - 90 - 20 * (lines.len() - 1 - k) as i32),
+                    (90, h as i32 - 112 - 20 * (lines.len() - 1 - k) as i32),
                     (FONT, 15),
                 ))
                 .map_err(err)?;
             }
             let note = format!(
-                "multiplier vs {} at the largest compute, 95% bootstrap interval",
-                fits.baseline
+                "multiplier vs {} at the largest compute, 95% bootstrap interval{}",
+                fits.baseline,
+                if held_out.is_some() {
+                    "; hollow: the largest size predicted by a fit without it"
+                } else {
+                    ""
+                }
             );
             area.draw(&Text::new(
                 note,
-                (90, h as i32 - 90 + 20),
-                (FONT, 12).into_font().color(&BLACK.mix(0.6)),
+                (90, h as i32 - 90),
+                (FONT, 13).into_font().color(&BLACK.mix(0.6)),
             ))
             .map_err(err)?;
+        }
+        if let Some(lower) = lower {
+            self.residuals(&lower, (x0, x1))?;
+        }
+        Ok(())
+    }
+}
+
+impl Scaling<'_> {
+    /// Each arm's seed mean minus its fitted law at each compute, in nats.
+    fn residuals<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        (x0, x1): (f64, f64),
+    ) -> Result<(), String> {
+        let residual: Vec<(usize, Vec<(f64, f64)>)> = self
+            .arms
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                let law = a.law?;
+                Some((
+                    i,
+                    a.points
+                        .iter()
+                        .map(|&(x, y, ..)| (x, y - law.loss(x)))
+                        .collect(),
+                ))
+            })
+            .collect();
+        let (r0, r1) = super::padded(
+            residual
+                .iter()
+                .flat_map(|(_, pts)| pts.iter().map(|p| p.1))
+                .chain([0.0]),
+            0.15,
+        );
+        let mut chart = ChartBuilder::on(area)
+            .margin(14)
+            .margin_top(0)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                r0..r1,
+            )
+            .map_err(err)?;
+        super::house_mesh(
+            chart
+                .configure_mesh()
+                .y_desc("mean − law, nats")
+                .y_labels(4)
+                .x_label_formatter(&|x| sci(*x))
+                .y_label_formatter(&|y| format!("{y:+.3}")),
+            (15, 16),
+        )
+        .draw()
+        .map_err(err)?;
+        chart
+            .draw_series(LineSeries::new(
+                [(x0, 0.0), (x1, 0.0)],
+                BLACK.mix(0.5).stroke_width(1),
+            ))
+            .map_err(err)?;
+        for (i, pts) in &residual {
+            draw_marked(&mut chart, pts, marker(*i), color(*i), None)?;
         }
         Ok(())
     }
 }
 
 fn legend_label(arm: &str, law: Law) -> String {
-    if law.e > 0.0 {
+    // An E below the printed precision is a pure power law.
+    if law.e >= 5e-4 {
         format!("{arm}: {:.3} + {:.3}·C^-{:.3}", law.e, law.a, law.alpha)
     } else {
         format!("{arm}: {:.3}·C^-{:.3}", law.a, law.alpha)

@@ -68,10 +68,10 @@ fn multipliers(e: &Evidence) -> Option<String> {
         .map(|(arm, m, delta)| {
             let d = m.digits().min(2);
             let delta = delta
-                .map(|x| format!("; delta-method [{:.2}, {}]", x.lo, upper(x.hi)))
+                .map(|x| format!(", delta-method [{:.2}, {}]", x.lo, upper(x.hi)))
                 .unwrap_or_default();
             format!(
-                "`{arm}` {:.2}x [{:.d$}, {}{delta}]",
+                "`{arm}` {:.2}x, bootstrap [{:.d$}, {}]{delta}",
                 m.value,
                 m.lo,
                 if m.hi.is_finite() {

@@ -136,7 +136,10 @@ fn a_known_positive_is_reported_with_its_interval_and_test() {
         text.contains("`block` at `mini` is better than `baseline` by 0.050 nats"),
         "{text}"
     );
-    assert!(text.contains("`block` 1.31x [1.12, 1.55]"), "{text}");
+    assert!(
+        text.contains("`block` 1.31x, bootstrap [1.12, 1.55]"),
+        "{text}"
+    );
     assert!(text.contains("`block` clear 1"), "{text}");
     assert!(!text.contains("no compute multiplier is shown"), "{text}");
     assert!(!text.contains("Warning"), "{text}");
@@ -166,7 +169,7 @@ fn a_known_null_is_stated_as_one() {
         text.contains("no arm has every interval above 1 or every interval below 1, so no compute multiplier is shown"),
         "{text}"
     );
-    assert!(text.contains("`full` 1.05x [0.86, ∞]"), "{text}");
+    assert!(text.contains("`full` 1.05x, bootstrap [0.86, ∞]"), "{text}");
     assert!(!text.contains("strongest difference"), "{text}");
     assert!((3..=6).contains(&out.len()) || out.len() == 2, "{out:?}");
 }
