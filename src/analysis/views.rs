@@ -7,7 +7,7 @@ use super::load::{LoadedRun, depth_frame, layers_frame, runs_frame, seed_means};
 use super::multiplier::{FitReport, RunPoint};
 use super::stats::SeedMean;
 use crate::model::config::ResidualConfig;
-use crate::store::metrics::read_steps;
+use crate::store::metrics::{read_depth, read_steps};
 
 /// The fit's inputs: one point per run, compute in PFLOP/s-days. A point's cell is
 /// everything that sets its compute apart from the arm: the size (shape) and the budget.
@@ -415,4 +415,83 @@ pub fn depth_attention_grids(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<
         });
     }
     Ok((size, grids))
+}
+
+/// Routing over training for one AttnRes arm: at each probed step, the largest depth-attention
+/// weight of each mixing step and the weights' entropy (nats), each averaged over mixing steps
+/// and then over seeds. A largest weight near 1/sources is uniform mixing; near 1, routing has
+/// collapsed onto one source.
+#[derive(Debug, Clone)]
+pub struct RoutingCurve {
+    pub arm: String,
+    pub seeds: usize,
+    /// (training tokens, mean largest weight, mean entropy).
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// The routing curves of every Full or Block AttnRes arm with softmax weights at the largest
+/// size (sigmoid weights and the other families' mixing weights are not a distribution).
+pub fn routing(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<RoutingCurve>)> {
+    let Some(size) = largest_size(runs) else {
+        return Ok((String::new(), Vec::new()));
+    };
+    let mut out: Vec<RoutingCurve> = Vec::new();
+    for arm in arms(runs) {
+        let mine: Vec<&LoadedRun> = runs
+            .iter()
+            .filter(|r| {
+                r.planned.size == size
+                    && r.planned.arm == arm
+                    && matches!(
+                        &r.planned.spec.model.residual,
+                        ResidualConfig::AttnRes(c) if c.normalize == crate::model::config::Normalize::Softmax
+                    )
+            })
+            .collect();
+        // step -> per seed (max, entropy) averaged over mixing steps.
+        let mut per_step: std::collections::BTreeMap<u64, Vec<(f64, f64)>> = Default::default();
+        for r in &mine {
+            let rows = read_depth(&r.dir.depth_attn(), None)?;
+            let mut by_step: std::collections::BTreeMap<
+                u64,
+                std::collections::BTreeMap<u32, Vec<f64>>,
+            > = Default::default();
+            for row in rows {
+                by_step
+                    .entry(row.step)
+                    .or_default()
+                    .entry(row.layer)
+                    .or_default()
+                    .push(f64::from(row.weight));
+            }
+            for (step, layers) in by_step {
+                let n = layers.len() as f64;
+                let (max, entropy) = layers.values().fold((0.0, 0.0), |(m, h), w| {
+                    let largest = w.iter().copied().fold(0.0f64, f64::max);
+                    let ent: f64 = w.iter().filter(|&&x| x > 0.0).map(|&x| -x * x.ln()).sum();
+                    (m + largest / n, h + ent / n)
+                });
+                per_step.entry(step).or_default().push((max, entropy));
+            }
+        }
+        let seeds = mine.len();
+        let Some(first) = mine.first() else { continue };
+        let tokens_per_step = first.planned.spec.tokens_per_step() as f64;
+        let points = per_step
+            .into_iter()
+            .filter(|(_, v)| v.len() == seeds)
+            .map(|(step, v)| {
+                let k = v.len() as f64;
+                (
+                    step as f64 * tokens_per_step,
+                    v.iter().map(|x| x.0).sum::<f64>() / k,
+                    v.iter().map(|x| x.1).sum::<f64>() / k,
+                )
+            })
+            .collect::<Vec<_>>();
+        if !points.is_empty() {
+            out.push(RoutingCurve { arm, seeds, points });
+        }
+    }
+    Ok((size, out))
 }

@@ -8,6 +8,7 @@ pub mod forest;
 pub mod heatmap;
 pub mod layers;
 pub mod lines;
+pub mod routing;
 pub mod scaling;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ pub use forest::forest;
 pub use heatmap::{depth_attention, depth_width};
 pub use layers::layer_profiles;
 pub use lines::{Line, Panel, interval_lines};
+pub use routing::routing;
 pub use scaling::{multiplier_curve, scaling};
 
 pub const FONT: &str = "sans-serif";

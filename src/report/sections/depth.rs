@@ -57,8 +57,11 @@ pub(super) fn depth_attention_section(
         .runs
         .iter()
         .any(|r| r.planned.spec.model.residual.is_multi_stream());
-    if !grids.is_empty() {
+    let (routing_size, curves) = views::routing(&a.runs)?;
+    if !grids.is_empty() || !curves.is_empty() {
         doc.h(2, "Depth attention (Fig. 8)");
+    }
+    if !grids.is_empty() {
         doc.figure(
             plot::depth_attention(
                 figs,
@@ -71,6 +74,22 @@ pub(super) fn depth_attention_section(
             } else {
                 "Mean weight each mixing step puts on each source at the end of training."
             },
+        );
+    }
+    if !curves.is_empty() {
+        let names = views::arms(&a.runs);
+        let colors = curves
+            .iter()
+            .map(|c| super::shapes::arm_color(&names, &c.arm))
+            .collect();
+        doc.figure(
+            plot::routing(
+                figs,
+                &format!("{name}: routing over training, size {routing_size}"),
+                &curves,
+                colors,
+            )?,
+            "Each Full or Block AttnRes arm with softmax weights: its depth attention over training: the largest weight a mixing step gives any source, and the entropy of its weights, each averaged over mixing steps and seeds. A largest weight near 1 is routing collapsed onto one source; near 1/sources, uniform mixing.",
         );
     }
     Ok(())
