@@ -107,7 +107,7 @@ impl Figure for Cost<'_> {
             &[
                 "two-phase schedule for AttnRes",
                 "Full: 8 groups, as in Table 1",
-                "Block: the arm's own S",
+                "Block: 8 blocks, as in Table 1",
             ],
         )
     }

@@ -138,7 +138,7 @@ pub(super) fn depth_cost(
     );
     doc.figure(
         plot::depth_cost(figs, &format!("{name}: depth-mixing cost against depth"), &curves)?,
-        "Memory I/O per token per layer caused by the residual mechanism (the report's Table 1, two-phase schedule for AttnRes; Full in 8 groups as in Table 1) and d-vectors per token kept beyond a standard residual's hidden state, for each arm of this sweep at its own block size, from L = 8 to 256 layers. Formulas, sources and assumptions: docs/cost.md; `attnres cost` prints them for any shape and parallel layout.",
+        "Memory I/O per token per layer caused by the residual mechanism (the report's Table 1, two-phase schedule for AttnRes; Full in 8 groups as in Table 1) and d-vectors per token kept beyond a standard residual's hidden state, for each arm of this sweep with Block at 8 blocks of L/8 layers (the paper's block count), from L = 8 to 256 layers. Formulas, sources and assumptions: docs/cost.md; `attnres cost` prints them for any shape and parallel layout.",
     );
     Ok(())
 }
