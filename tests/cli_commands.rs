@@ -147,12 +147,24 @@ fn model_json_has_counts_per_variant() {
     let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = rows.as_array().expect("a list");
     assert_eq!(rows.len(), 2);
-    let params = |i: usize| rows[i].to_string();
-    assert!(
-        params(0).contains("baseline") && params(1).contains("full"),
-        "{out}"
+    assert_eq!(rows[0]["label"], "baseline", "{out}");
+    assert_eq!(rows[1]["label"], "full", "{out}");
+    // By hand: d = 64, SwiGLU hidden 2.667 * 64 rounded up to a multiple of 8 = 176; per
+    // block 4d² of attention, 3·d·176 of MLP and two RMSNorm gains; a final norm.
+    let d = 64u64;
+    let per_block = 4 * d * d + 3 * d * 176 + 2 * d;
+    let count = |i: usize, key: &str| rows[i]["params"][key].as_u64().unwrap();
+    assert_eq!(count(0, "non_embedding"), 2 * per_block + d, "{out}");
+    assert_eq!(count(0, "embedding"), 256 * d);
+    assert_eq!(count(0, "head"), 256 * d);
+    assert_eq!(count(0, "residual"), 0);
+    // Full AttnRes: a pseudo-query and a key-norm gain (2d) for each of the 4 sublayers'
+    // inputs and the final output.
+    assert_eq!(count(1, "residual"), 5 * 2 * d, "{out}");
+    assert_eq!(
+        count(1, "non_embedding"),
+        count(0, "non_embedding") + 5 * 2 * d
     );
-    assert_ne!(rows[0], rows[1]);
 }
 
 /// A JSON array of numbers.
@@ -533,16 +545,21 @@ fn flops_budget_is_spent_in_tokens() {
     assert!(flops <= 1.0e11 && flops > 0.97e11, "{row}");
 }
 
-/// This machine has no GPU: `--device cuda` is refused before anything is written.
+/// A GPU that is not there is refused before anything is written: `cuda:64` on any machine,
+/// and plain `cuda` on one without a GPU.
 #[test]
-fn cuda_without_a_gpu_is_refused_at_plan_and_run() {
-    if std::path::Path::new("/dev/nvidia0").exists() {
-        return; // a GPU machine: the refusal cannot be shown here
-    }
+fn a_missing_gpu_is_refused_at_plan_and_run() {
     let tmp = TempDir::new().unwrap();
     let sweep = tiny_sweep(tmp.path());
     let results = tmp.path().join("results");
-    for cmd in ["plan", "run"] {
+    let mut devices = vec!["cuda:64"];
+    if !std::path::Path::new("/dev/nvidia0").exists() {
+        devices.push("cuda");
+    }
+    for (cmd, device) in ["plan", "run"]
+        .into_iter()
+        .flat_map(|c| devices.iter().map(move |d| (c, *d)))
+    {
         let out = attnres()
             .args([
                 cmd,
@@ -550,14 +567,14 @@ fn cuda_without_a_gpu_is_refused_at_plan_and_run() {
                 "--results",
                 results.to_str().unwrap(),
                 "--device",
-                "cuda",
+                device,
             ])
             .assert()
             .code(2);
         let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
         assert!(
-            err.contains("--device cuda") && err.contains("not available"),
-            "{err}"
+            err.contains(&format!("--device {device}")) && err.contains("not available"),
+            "{cmd} {device}: {err}"
         );
     }
     assert!(
