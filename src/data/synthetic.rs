@@ -340,9 +340,25 @@ mod tests {
             val_examples: 10,
         };
         let (a, va) = generate(&cfg, 40, 7).unwrap();
-        let (b, _) = generate(&cfg, 40, 7).unwrap();
-        assert_eq!(a.tokens, b.tokens);
-        assert_ne!(a.tokens[..41], va.tokens[..41]);
+        let (b, vb) = generate(&cfg, 40, 7).unwrap();
+        assert_eq!((&a.tokens, &va.tokens), (&b.tokens, &vb.tokens));
+        // The two splits share no example: validation is not a copy, shift or reuse of a
+        // training example.
+        let len = a.row_len.expect("whole examples");
+        let train: std::collections::HashSet<&[u32]> = a.tokens.chunks(len).collect();
+        let val: Vec<&[u32]> = va.tokens.chunks(len).collect();
+        assert_eq!(
+            (train.len(), val.len()),
+            (50, 10),
+            "distinct examples per split"
+        );
+        assert!(
+            val.iter().all(|row| !train.contains(row)),
+            "a validation example is also a training one"
+        );
+        // Another seed draws other examples.
+        let (c, _) = generate(&cfg, 40, 8).unwrap();
+        assert!(c.tokens.chunks(len).all(|row| !train.contains(row)));
         assert!(
             generate(&cfg, 8, 7).is_err(),
             "too short a context must be refused"
