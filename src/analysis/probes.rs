@@ -75,7 +75,7 @@ pub fn probe_views(runs: &[LoadedRun], reference: &str) -> Vec<ProbeView> {
             .or_default()
             .entry(difficulty)
             .or_default()
-            .insert(spec.seed, f64::from(acc));
+            .insert(spec.seed, acc);
         let by_seed = guesses
             .entry((kind, r.planned.size.clone(), difficulty))
             .or_default();

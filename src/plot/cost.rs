@@ -29,11 +29,7 @@ pub fn depth_cost(
 
 impl Figure for Cost<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let (title_area, body) = area.split_vertically(50);
-        title_area.titled(&self.title, (FONT, 22)).map_err(err)?;
-        let (w, _) = body.dim_in_pixel();
-        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
-        let panels = plots.split_evenly((1, 2));
+        let (panels, legend_area) = super::titled_panels(area, &self.title, (1, 2))?;
         let views: [(&str, &str, CurvePoints); 2] = [
             (
                 "memory I/O per token per layer",

@@ -105,13 +105,10 @@ fn from_entry(points: &[(f64, f64, f64, f64)], y1: f64) -> &[(f64, f64, f64, f64
 
 impl Figure for Curves<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let (title_area, body) = area.split_vertically(50);
-        title_area.titled(&self.title, (FONT, 22)).map_err(err)?;
         let cols = self.sizes.len().min(COLUMNS);
         let rows = self.sizes.len().div_ceil(COLUMNS);
-        let (w, _) = body.dim_in_pixel();
-        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
-        let panels = plots.split_evenly((rows.max(1), cols.max(1)));
+        let (panels, legend_area) =
+            super::titled_panels(area, &self.title, (rows.max(1), cols.max(1)))?;
         let mut seeds = 0;
         for (size, panel) in self.sizes.iter().zip(panels.iter()) {
             let runs: Vec<&RunCurve> = self.runs.iter().filter(|r| &r.size == size).collect();

@@ -48,11 +48,7 @@ pub fn layer_profiles(
 
 impl Figure for Profiles<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let (title_area, body) = area.split_vertically(44);
-        title_area.titled(&self.title, (FONT, 21)).map_err(err)?;
-        let (w, _) = body.dim_in_pixel();
-        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
-        let panels = plots.split_evenly((1, 3));
+        let (panels, legend_area) = super::titled_panels(area, &self.title, (1, 3))?;
         let unit = if self.per_block {
             "Transformer block"
         } else {

@@ -56,11 +56,8 @@ pub fn interval_lines(
 
 impl Figure for Lines<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let (title_area, body) = area.split_vertically(50);
-        title_area.titled(&self.title, (FONT, 22)).map_err(err)?;
-        let (w, _) = body.dim_in_pixel();
-        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
-        let cells = plots.split_evenly((1, self.panels.len().max(1)));
+        let (cells, legend_area) =
+            super::titled_panels(area, &self.title, (1, self.panels.len().max(1)))?;
         for (panel, cell) in self.panels.iter().zip(&cells) {
             draw_panel(panel, cell)?;
         }

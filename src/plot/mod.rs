@@ -253,6 +253,21 @@ pub fn side_legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// A figure's frame: its title on top, `rows x cols` panels, and the side legend's area on
+/// the right. Returns the panels (row-major) and the legend's area.
+#[allow(clippy::type_complexity)]
+pub fn titled_panels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    (rows, cols): (usize, usize),
+) -> Result<(Vec<DrawingArea<DB, Shift>>, DrawingArea<DB, Shift>), String> {
+    let (title_area, body) = area.split_vertically(50);
+    title_area.titled(title, (FONT, 22)).map_err(err)?;
+    let (w, _) = body.dim_in_pixel();
+    let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
+    Ok((plots.split_evenly((rows, cols)), legend_area))
+}
+
 /// `1.5e-6` -> `1.5e-6`, keeping two significant digits for log axes.
 pub fn sci(x: f64) -> String {
     if x == 0.0 {

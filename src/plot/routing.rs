@@ -8,6 +8,9 @@ use plotters::prelude::*;
 use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, sci, side_legend};
 use crate::analysis::views::RoutingCurve;
 
+/// Which value of a routing point a panel draws.
+type Pick = fn(&(f64, f64, f64)) -> f64;
+
 struct Routing<'a> {
     title: String,
     curves: &'a [RoutingCurve],
@@ -36,17 +39,13 @@ pub fn routing(
 
 impl Figure for Routing<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let (title_area, body) = area.split_vertically(50);
-        title_area.titled(&self.title, (FONT, 22)).map_err(err)?;
-        let (w, _) = body.dim_in_pixel();
-        let (plots, legend_area) = body.split_horizontally(w - SIDE_LEGEND_WIDTH);
-        let panels = plots.split_evenly((1, 2));
+        let (panels, legend_area) = super::titled_panels(area, &self.title, (1, 2))?;
         let x1 = self
             .curves
             .iter()
             .flat_map(|c| c.points.iter().map(|p| p.0))
             .fold(1.0f64, f64::max);
-        let metrics: [(&str, &str, fn(&(f64, f64, f64)) -> f64); 2] = [
+        let metrics: [(&str, &str, Pick); 2] = [
             ("Largest weight", "mean over mixing steps", |p| p.1),
             (
                 "Entropy of the weights",
