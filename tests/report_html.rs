@@ -11,10 +11,12 @@ use run::*;
 const SWEEP: &str = "name: rep
 data: {corpus: {synthetic: {task: khop, hops: 2, n_vars: 5, train_examples: 2000, val_examples: 64}}}
 model: {context: 48, head_dim: 16}
-sizes: [nano, {name: wide, d_model: 48, n_blocks: 2}]
+sizes: [nano, {name: wide, d_model: 48, n_blocks: 2}, {name: wider, d_model: 64, n_blocks: 2}]
 residual: [baseline, full, {variant: block}]
 block_size: [2, 4]
 seeds: [0, 1]
+budgets: [{tokens: 3000}, {tokens: 6000}, {tokens: 12000}]
+grid: {zip: [[size, budget]]}
 train: {batch_size: 8, lr: 0.004, budget: {tokens: 6000}, eval_every: 5, eval_batches: 2, checkpoint_every: 0}
 ";
 
