@@ -636,6 +636,12 @@ fn a_run_leased_by_a_live_host_is_skipped_and_a_silent_hosts_lease_is_taken_over
         out.contains("skipped: trained by host node-elsewhere pid 4242, heartbeat"),
         "{out}"
     );
+    // It says how to follow the other process, with the results folder in the command.
+    assert!(
+        out.contains("1 run(s) are training in another process")
+            && out.contains(&format!("`attnres status {s} --results {r}`")),
+        "{out}"
+    );
     assert!(
         !run_dir.join("steps.csv").exists(),
         "a leased run was trained"

@@ -124,8 +124,9 @@ pub fn submit(
         }
     }
     if !dry_run {
+        let results = super::sweep::results_flag(&sweep_args.results);
         println!(
-            "logs: {}/logs/JOB_TASK.log; `attnres status {}` shows progress, `attnres cancel {}` stops it",
+            "logs: {}/logs/JOB_TASK.log; `attnres status {}{results}` shows progress, `attnres cancel {}{results}` stops it",
             root.display(),
             sweep.path.display(),
             sweep.path.display()

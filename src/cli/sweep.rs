@@ -389,11 +389,28 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
             );
         }
     }
+    let busy = report.count(|o| matches!(o, RunOutcome::Busy(_)));
+    if busy > 0 {
+        println!(
+            "{busy} run(s) are training in another process; `attnres status {}{}` shows their progress, and running this again once they finish trains whatever they left",
+            sweep.path.display(),
+            results_flag(&args.sweep.results)
+        );
+    }
     if !report.failures().is_empty() {
         anyhow::bail!(
-            "{} run(s) failed; see above, fix and re-run (finished runs are kept)",
+            "{} run(s) failed; see above, fix the cause and re-run with --retry-failed (finished runs are kept)",
             report.failures().len()
         );
     }
     Ok(())
+}
+
+/// ` --results DIR` when the results folder is not the default, for commands we suggest.
+pub(super) fn results_flag(results: &std::path::Path) -> String {
+    if results == std::path::Path::new("results") {
+        String::new()
+    } else {
+        format!(" --results {}", results.display())
+    }
 }
