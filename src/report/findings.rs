@@ -98,10 +98,18 @@ fn multipliers(e: &Evidence) -> Option<String> {
     } else {
         let mut parts = Vec::new();
         if !above.is_empty() {
-            parts.push(format!("{} clear 1", ticks(&above)));
+            let verb = if above.len() == 1 { "clears" } else { "clear" };
+            parts.push(format!(
+                "{} {verb} 1 in both intervals, so the multiplier is shown at this scale",
+                ticks(&above)
+            ));
         }
         if !below.is_empty() {
-            parts.push(format!("{} fall below 1", ticks(&below)));
+            let verb = if below.len() == 1 { "falls" } else { "fall" };
+            parts.push(format!(
+                "{} {verb} below 1 in both intervals",
+                ticks(&below)
+            ));
         }
         parts.join("; ")
     };

@@ -140,7 +140,10 @@ fn a_known_positive_is_reported_with_its_interval_and_test() {
         text.contains("`block` 1.31x, bootstrap [1.12, 1.55]"),
         "{text}"
     );
-    assert!(text.contains("`block` clear 1"), "{text}");
+    assert!(
+        text.contains("`block` clears 1 in both intervals"),
+        "{text}"
+    );
     assert!(!text.contains("no compute multiplier is shown"), "{text}");
     assert!(!text.contains("Warning"), "{text}");
 }
