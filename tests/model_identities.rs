@@ -2,7 +2,7 @@
 
 mod common;
 
-use attnres::model::residual::{Residual, Scorer, Sublayers};
+use attnres::model::residual::{AttnResPath, Residual, Scorer, Sublayers};
 use attnres::model::{Lm, ResidualConfig, Trace};
 use burn::tensor::{Tensor, TensorData};
 use common::*;
@@ -237,7 +237,8 @@ fn block_at_least_depth_has_two_sources() {
     assert_eq!(counts, vec![1, 2, 3, 4, 5, 6, 7]);
 }
 
-/// The two-phase path (training and inference) equals the naive path on random weights.
+/// The stacked and two-phase paths (training and inference) equal the naive path on random
+/// weights; the two-phase path also where the stacked one would be taken.
 #[test]
 fn two_phase_matches_naive() {
     let device = test_device();
@@ -256,6 +257,7 @@ fn two_phase_matches_naive() {
             residuals.push(r);
         }
     }
+    let mut stacked = 0;
     for residual in residuals {
         let config = tiny(residual);
         // Sharp, far-from-uniform depth weights on an otherwise ordinarily scaled model.
@@ -273,10 +275,27 @@ fn two_phase_matches_naive() {
         assert!(r.supports_two_phase(), "{}", config.arm_label());
         let input = tokens(&random_tokens(23, 3, 12, 37), 3, &device);
         let naive = to_vec(model.forward_traced(input.clone(), &mut Trace::default()));
-        let two_phase = to_vec(model.forward(input));
-        let diff = max_abs_diff(&naive, &two_phase);
-        assert!(diff < 1e-5, "{}: max abs diff {diff}", config.arm_label());
+        // The two-phase path is taken by force where the stacked one would be chosen.
+        for path in [AttnResPath::Stacked, AttnResPath::TwoPhase] {
+            let Some(out) = model.forward_attnres_path(input.clone(), path) else {
+                assert_eq!(path, AttnResPath::Stacked, "{}", config.arm_label());
+                continue;
+            };
+            let diff = max_abs_diff(&naive, &to_vec(out));
+            assert!(
+                diff < 1e-5,
+                "{} {path:?}: max abs diff {diff}",
+                config.arm_label()
+            );
+            if path == AttnResPath::Stacked {
+                stacked += 1;
+            }
+        }
     }
+    assert!(
+        stacked >= 4,
+        "only {stacked} variants took the stacked path"
+    );
 }
 
 /// Hyper-connections with one stream at their init are the baseline, bit for bit; with `m`

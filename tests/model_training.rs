@@ -4,7 +4,7 @@ mod common;
 
 use attnres::model::Lm;
 use attnres::model::params::{named_grads, named_params};
-use attnres::model::residual::{Residual, Trace};
+use attnres::model::residual::{AttnResPath, Residual, Trace};
 use attnres::train::eval::masked_cross_entropy;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Int, Tensor};
@@ -165,14 +165,14 @@ fn input_dependent_query_moves_like_a_pseudo_query() {
     );
 }
 
-/// The two-phase path that training takes (`forward`) and the naive path (`forward_traced`)
-/// give the same loss and the same gradient for every parameter, on perturbed weights with
-/// sharp depth weights, for every variant the two-phase path batches.
+/// Each fast path that training can take (stacked, and two-phase, forced where the stacked
+/// one would be chosen) gives the naive path's loss and gradient for every parameter, on
+/// perturbed weights with sharp depth weights, for every variant the paths apply to.
 #[test]
-fn two_phase_training_gradients_equal_the_naive_ones() {
+fn fast_paths_training_gradients_equal_the_naive_ones() {
     let device = test_device().autodiff();
     let (input, target) = batch(11, 3, 12, 37);
-    let mut checked = 0;
+    let (mut stacked, mut two_phase) = (0, 0);
     for config in all_models() {
         let depth_std = |path: &str| {
             if path.starts_with("residual") {
@@ -182,52 +182,60 @@ fn two_phase_training_gradients_equal_the_naive_ones() {
             }
         };
         let model = perturb_by_path(Lm::init(&config, 12, &device).unwrap(), 13, depth_std);
-        let Residual::AttnRes(r) = &model.residual else {
-            continue;
-        };
-        if !r.supports_two_phase() {
+        if !matches!(&model.residual, Residual::AttnRes(_)) {
             continue;
         }
         let label = config.arm_label();
-        // Each loss with its own backward: the two graphs share the parameters' nodes.
-        let run = |naive: bool| {
-            let logits = if naive {
-                model.forward_traced(input.clone(), &mut Trace::default())
-            } else {
-                model.forward(input.clone())
+        // Each loss with its own backward: the graphs share the parameters' nodes.
+        let run = |path: Option<AttnResPath>| {
+            let logits = match path {
+                None => model.forward_traced(input.clone(), &mut Trace::default()),
+                Some(p) => model.forward_attnres_path(input.clone(), p)?,
             };
             let l = masked_cross_entropy(logits, target.clone(), None);
             let value = l.clone().into_scalar::<f32>();
-            (
+            Some((
                 value,
                 named_grads(&model, &GradientsParams::from_grads(l.backward(), &model)),
-            )
+            ))
         };
-        let ((lf, gf), (ln, gn)) = (run(false), run(true));
-        assert!(
-            (lf - ln).abs() <= 1e-6 * ln.abs().max(1.0),
-            "{label}: loss {lf} vs {ln}"
-        );
-        assert_eq!(gf.len(), gn.len(), "{label}: parameters with a gradient");
-        for (a, b) in gf.into_iter().zip(gn) {
-            assert_eq!(a.path, b.path);
-            let (a_v, b_v) = (to_vec(a.value), to_vec(b.value));
-            let scale = b_v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-            let diff = max_abs_diff(&a_v, &b_v);
-            // Float noise, amplified by the sharp depth weights: 8e-5 of the largest entry
-            // at worst with composed attention, 2.4e-4 with libtorch's flash attention
-            // (blocked sums); a wrong merge or weight is off by order one.
+        let (ln, gn) = run(None).unwrap();
+        for path in [AttnResPath::Stacked, AttnResPath::TwoPhase] {
+            let Some((lf, gf)) = run(Some(path)) else {
+                continue;
+            };
             assert!(
-                diff <= 1e-3 * scale.max(1e-3),
-                "{label} {}: gradient differs by {diff} (largest entry {scale})",
-                a.path
+                (lf - ln).abs() <= 1e-6 * ln.abs().max(1.0),
+                "{label} {path:?}: loss {lf} vs {ln}"
             );
+            assert_eq!(
+                gf.len(),
+                gn.len(),
+                "{label} {path:?}: parameters with a gradient"
+            );
+            for (a, b) in gf.into_iter().zip(&gn) {
+                assert_eq!(a.path, b.path);
+                let (a_v, b_v) = (to_vec(a.value), to_vec(b.value.clone()));
+                let scale = b_v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+                let diff = max_abs_diff(&a_v, &b_v);
+                // Float noise, amplified by the sharp depth weights: 8e-5 of the largest
+                // entry at worst with composed attention, 2.4e-4 with libtorch's flash
+                // attention (blocked sums); a wrong merge or weight is off by order one.
+                assert!(
+                    diff <= 1e-3 * scale.max(1e-3),
+                    "{label} {path:?} {}: gradient differs by {diff} (largest entry {scale})",
+                    a.path
+                );
+            }
+            match path {
+                AttnResPath::Stacked => stacked += 1,
+                _ => two_phase += 1,
+            }
         }
-        checked += 1;
     }
     assert!(
-        checked >= 5,
-        "only {checked} variants took the two-phase path"
+        stacked >= 3 && two_phase >= 5,
+        "only {stacked} variants took the stacked path and {two_phase} the two-phase one"
     );
 }
 

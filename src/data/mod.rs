@@ -119,26 +119,51 @@ pub fn validate_config(
     }
 }
 
-/// Checks that the corpus and tokenizer files of `config` are there (and that a tokenizer
-/// file loads), without reading the corpus: a sweep calls this before training anything.
-pub fn check_available(config: &DataConfig) -> Result<(), (&'static str, DataError)> {
+/// Checks the corpus and tokenizer files of `config` for sequences of `context` tokens
+/// without tokenizing anything: they are there, parquet shards are parquet with the named
+/// text column, text files are not all empty, token files are whole uint16 tokens inside
+/// the vocabulary with at least one sequence per split, and a tokenizer file loads. A sweep
+/// and `train` call this before writing anything. Returns the size of the vocabulary the
+/// data comes in, which the model's must hold.
+pub fn check_available(
+    config: &DataConfig,
+    context: usize,
+) -> Result<usize, (&'static str, DataError)> {
     let corpus = |e| ("data.corpus", e);
     match &config.corpus {
         CorpusConfig::Shakespeare => shakespeare::load(&cache::cache_dir())
             .map(|_| ())
             .map_err(corpus)?,
         CorpusConfig::Text { paths } => corpus::expand(paths, "data.corpus.text.paths")
-            .map(|_| ())
+            .and_then(|files| {
+                let bytes_are_tokens = config.tokenizer == TokenizerConfig::Byte;
+                corpus::check_text(&files, context, bytes_are_tokens)
+            })
             .map_err(corpus)?,
-        CorpusConfig::Parquet { paths, .. } => corpus::expand(paths, "data.corpus.parquet.paths")
-            .map(|_| ())
-            .map_err(corpus)?,
-        CorpusConfig::Tokens { train, val, .. } => {
+        CorpusConfig::Parquet { paths, column } => {
+            corpus::expand(paths, "data.corpus.parquet.paths")
+                .and_then(|files| corpus::check_parquet(&files, column))
+                .map_err(corpus)?
+        }
+        CorpusConfig::Tokens {
+            train,
+            val,
+            vocab_size,
+        } => {
             for (key, path) in [("train", train), ("val", val)] {
                 if !path.is_file() {
                     return Err(corpus(DataError::Missing(format!(
                         "data.corpus.tokens.{key}: {} is not a readable file",
                         path.display()
+                    ))));
+                }
+                let tokens = corpus::scan_u16_tokens(path, *vocab_size).map_err(corpus)?;
+                if tokens < context + 1 {
+                    return Err(corpus(DataError::Config(format!(
+                        "data.corpus.tokens.{key}: {} holds {tokens} tokens, fewer than one \
+                         sequence of {} (model.context + 1); use more data or a shorter context",
+                        path.display(),
+                        context + 1
                     ))));
                 }
             }
@@ -155,9 +180,14 @@ pub fn check_available(config: &DataConfig) -> Result<(), (&'static str, DataErr
                 )),
             ));
         }
-        Tokenizer::load(path).map_err(|e| ("data.tokenizer", e))?;
+        let tokenizer = Tokenizer::load(path).map_err(|e| ("data.tokenizer", e))?;
+        return Ok(tokenizer.vocab_size());
     }
-    Ok(())
+    Ok(match (&config.corpus, &config.tokenizer) {
+        (CorpusConfig::Tokens { vocab_size, .. }, _) => *vocab_size,
+        (_, TokenizerConfig::Bpe { vocab_size }) => *vocab_size,
+        _ => Tokenizer::Byte.vocab_size(),
+    })
 }
 
 /// Loads and tokenizes the corpus of `config` for sequences of `context` tokens.

@@ -12,7 +12,7 @@ use super::init::Init;
 use super::kernels::onto::{Dest, linear};
 use super::mlp::Mlp;
 use super::norm::RmsNorm;
-use super::residual::{Residual, Sublayers, Trace};
+use super::residual::{AttnResPath, Residual, Sublayers, Trace};
 use super::rope::Rope;
 
 /// One Transformer block: two sublayers, each with its own PreNorm.
@@ -152,6 +152,20 @@ impl Lm {
         let e = embedding(self.embed.val(), tokens); // [B, T, d]
         let x = self.residual.forward(e, &self.sublayers(), Some(trace));
         self.logits(x)
+    }
+
+    /// [`Self::forward`] through one AttnRes path; None for another family or a path that
+    /// does not apply (tests hold each path to the naive one).
+    pub fn forward_attnres_path(
+        &self,
+        tokens: Tensor<2, Int>,
+        path: AttnResPath,
+    ) -> Option<Tensor<3>> {
+        let e = embedding(self.embed.val(), tokens); // [B, T, d]
+        let x = self
+            .residual
+            .forward_attnres_path(e, &self.sublayers(), path)?;
+        Some(self.logits(x))
     }
 
     fn logits(&self, x: Tensor<3>) -> Tensor<3> {

@@ -219,7 +219,7 @@ fn fits(
             doc.p(format!(
                 "`L(C) = E + A·C^-α` per arm, C in PFLOP/s-days ({} FLOP count), Huber loss in log space, E {}. Multipliers are `C_baseline(L_arm(C)) / C` at the largest compute ({:.3e} PF-days), with 95% percentile intervals from {}. An interval ending in ∞ means that more than 2.5% of the resamples found the baseline's law never reaching the arm's loss.",
                 if opts.six_nd { "6ND" } else { "exact" },
-                match r.e_mode { crate::analysis::fit::EMode::Shared => "shared", crate::analysis::fit::EMode::PerArm => "per arm", crate::analysis::fit::EMode::Zero => "fixed at 0" },
+                r.e_mode.describe(),
                 r.largest_compute,
                 r.summary_line(),
             ));

@@ -292,7 +292,7 @@ fn num_cpus() -> usize {
 mod tests {
     use super::*;
 
-    /// A panic inside a run is that run's failure, with its message, in the run's status.
+    /// Job slots take distinct devices first, then a second slot on each.
     #[test]
     fn jobs_are_spread_over_devices_first() {
         let gpus: Vec<String> = ["cuda:0", "cuda:1", "cuda:2"].map(String::from).to_vec();
@@ -312,6 +312,7 @@ mod tests {
         );
     }
 
+    /// A panic inside a run is that run's failure, with its message, in the run's status.
     #[test]
     fn a_panic_inside_a_run_is_recorded_as_its_failure() {
         let root = std::env::temp_dir().join(format!("attnres-guarded-{}", std::process::id()));

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use saphyr::LoadableYamlNode;
+
 use super::locate::{Locations, suggest_unknown};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +44,7 @@ impl SpecError {
             Some((k, m)) if !k.contains(' ') => (k.to_string(), m.to_string()),
             _ => (String::new(), body.clone()),
         };
-        let message = match suggest_unknown(&message) {
+        let message = match suggest_unknown(&message).or_else(|| number_hint(&message)) {
             Some(hint) => format!("{message}; {hint}"),
             None => message,
         };
@@ -52,6 +54,28 @@ impl SpecError {
             file: Some(file.to_path_buf()),
             location: e.location().map(|l| (l.line(), l.column())),
         }
+    }
+}
+
+impl SpecError {
+    /// A serde_yaml_ng error of `text`, with a key given twice located at its second use.
+    pub fn from_yaml_text(file: &Path, e: &serde_yaml_ng::Error, text: &str) -> Self {
+        let mut err = Self::from_yaml(file, e);
+        let field = err
+            .message
+            .strip_prefix("duplicate field `")
+            .and_then(|rest| rest.split('`').next())
+            .map(str::to_string);
+        // serde points at the mapping; saphyr's own check stops at the second use.
+        if let Some(field) = field
+            && let Err(scan) = saphyr::MarkedYamlOwned::load_from_str(text)
+            && scan.info().contains("duplicate")
+        {
+            let at = scan.marker();
+            err.location = Some((at.line(), at.col() + 1));
+            err.message = format!("`{field}` is given twice; keep one of them");
+        }
+        err
     }
 }
 
@@ -72,3 +96,23 @@ impl fmt::Display for SpecError {
 }
 
 impl std::error::Error for SpecError {}
+
+/// What a number serde could not take really is: YAML reads `1e309` (beyond f64) as a
+/// string, and `-0` as the integer 0 with a sign that u64 refuses.
+fn number_hint(message: &str) -> Option<String> {
+    if let Some(rest) = message.strip_prefix("invalid type: string \"")
+        && let Some((word, expected)) = rest.split_once("\", expected ")
+        && matches!(expected, "f64" | "f32")
+        && word.parse::<f64>().is_ok_and(f64::is_infinite)
+    {
+        return Some(format!(
+            "{word} is beyond the largest 64-bit float (about 1.8e308); give a finite number"
+        ));
+    }
+    if message.starts_with("invalid type: integer `0`, expected u")
+        || message.starts_with("invalid type: integer `-")
+    {
+        return Some("give a whole number from 0 up, without a sign (0, not -0)".into());
+    }
+    None
+}

@@ -111,6 +111,9 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
     Ok((runs, merged))
 }
 
+/// The longest sweep name: a folder name, well inside the 255 bytes a file name may have.
+const MAX_NAME: usize = 128;
+
 fn check_name(name: &str) -> Result<(), SpecError> {
     if name.is_empty()
         || !name
@@ -120,6 +123,16 @@ fn check_name(name: &str) -> Result<(), SpecError> {
         return Err(SpecError::at(
             "name",
             format!("`{name}` must be a folder name: letters, digits, - and _"),
+        ));
+    }
+    if name.len() > MAX_NAME {
+        return Err(SpecError::at(
+            "name",
+            format!(
+                "{} characters; a sweep name is at most {MAX_NAME} (it names the results \
+                 folder, and run paths must stay within the system's limits); shorten it",
+                name.len()
+            ),
         ));
     }
     Ok(())
@@ -313,6 +326,18 @@ fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
     }
 }
 
+/// `value` at `key` when it is a positive, finite number.
+fn positive(key: &str, value: f64) -> Result<f64, SpecError> {
+    if value > 0.0 && value.is_finite() {
+        Ok(value)
+    } else {
+        Err(SpecError::at(
+            key,
+            format!("{value} must be a positive, finite number"),
+        ))
+    }
+}
+
 fn lr_for(
     file: &SweepFile,
     size_index: usize,
@@ -331,15 +356,23 @@ fn lr_for(
                     ),
                 ));
             }
-            Ok(list[size_index])
+            positive(&format!("lr.per_size.{size_index}"), list[size_index])
         }
         Some(LrSpec::Rule {
             base,
             ref_params,
             exponent,
         }) => {
+            positive("lr.rule.base", *base)?;
+            positive("lr.rule.ref_params", *ref_params)?;
+            if !exponent.is_finite() {
+                return Err(SpecError::at(
+                    "lr.rule.exponent",
+                    format!("{exponent} must be a finite number (e.g. -0.2)"),
+                ));
+            }
             let n = param_counts(model).non_embedding as f64;
-            Ok(base * (n / ref_params).powf(*exponent))
+            positive("lr.rule", base * (n / ref_params).powf(*exponent))
         }
     }
 }

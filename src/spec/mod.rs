@@ -8,6 +8,7 @@ pub mod grid;
 pub mod locate;
 pub mod presets;
 pub mod read;
+pub mod run_file;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
@@ -45,7 +46,7 @@ impl Sweep {
 
     pub fn parse(path: &Path, text: &str) -> Result<Self, SpecError> {
         let file: SweepFile =
-            serde_yaml_ng::from_str(text).map_err(|e| SpecError::from_yaml(path, &e))?;
+            serde_yaml_ng::from_str(text).map_err(|e| SpecError::from_yaml_text(path, &e, text))?;
         let locations = locate::Locations::parse(text);
         let (runs, merged_duplicates) =
             expand::expand(&file).map_err(|e| e.in_file(path, &locations))?;
@@ -67,12 +68,23 @@ impl Sweep {
         selected: &dyn Fn(&PlannedRun) -> bool,
     ) -> Result<(), SpecError> {
         let locate = |e: SpecError| e.in_file(&self.path, &self.locations);
-        let mut data: Vec<&crate::data::DataConfig> =
-            self.runs.iter().map(|r| &r.spec.data).collect();
-        data.dedup();
-        for config in data {
-            crate::data::check_available(config)
+        // Each data configuration once, with the longest context that reads it.
+        let mut data: Vec<(&crate::data::DataConfig, usize)> = Vec::new();
+        for run in &self.runs {
+            let context = run.spec.model.context;
+            match data.iter_mut().find(|(c, _)| *c == &run.spec.data) {
+                Some(seen) => seen.1 = seen.1.max(context),
+                None => data.push((&run.spec.data, context)),
+            }
+        }
+        for (config, context) in data {
+            let vocab = crate::data::check_available(config, context)
                 .map_err(|(key, e)| locate(SpecError::at(key, e)))?;
+            let runs = self.runs.iter().filter(|r| r.spec.data == *config);
+            for run in runs {
+                run_file::check_vocab(&run.spec, vocab)
+                    .map_err(|e| locate(SpecError::at("model.vocab_size", e)))?;
+            }
         }
         let Some(limit) = limit else { return Ok(()) };
         for run in self.runs.iter().filter(|r| selected(r)) {

@@ -4,6 +4,7 @@
 
 pub mod lease;
 pub mod metrics;
+pub mod root;
 pub mod status;
 
 use std::fs;

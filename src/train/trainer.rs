@@ -125,6 +125,17 @@ impl<'a> Trainer<'a> {
             total_steps: self.total_steps,
         })?;
         let bar = self.progress_bar(state.step);
+        if state.step > 0 {
+            // Said on stderr (above any bars), so logs show where a run picked up.
+            bar.suspend(|| {
+                eprintln!(
+                    "{}: resuming from the checkpoint at step {} of {}",
+                    dir.root.display(),
+                    state.step,
+                    self.total_steps
+                )
+            });
+        }
         let (per_token, six_n) = (
             crate::model::flops::flops_per_token(&spec.model).training() as f64,
             6.0 * param_counts(&spec.model).non_embedding as f64,

@@ -115,6 +115,39 @@ impl Residual {
     }
 }
 
+/// The three equal paths of AttnRes: [`Residual::forward`] picks the fastest that applies;
+/// tests take each in turn and hold it to the naive one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttnResPath {
+    /// One fused operation per mixing step ([`AttnRes::supports_stacked`]).
+    Stacked,
+    /// The batched two-phase computation ([`AttnRes::supports_two_phase`]).
+    TwoPhase,
+    /// One mixing step after another, the definition.
+    Naive,
+}
+
+impl Residual {
+    /// AttnRes through `path` (untraced); None for another family or a path that does
+    /// not apply to this configuration.
+    pub fn forward_attnres_path(
+        &self,
+        e: Tensor<3>,
+        layers: &dyn Sublayers,
+        path: AttnResPath,
+    ) -> Option<Tensor<3>> {
+        let Self::AttnRes(r) = self else {
+            return None;
+        };
+        match path {
+            AttnResPath::Stacked if r.supports_stacked() => Some(r.forward_stacked(e, layers)),
+            AttnResPath::TwoPhase if r.supports_two_phase() => Some(r.forward_two_phase(e, layers)),
+            AttnResPath::Naive => Some(r.forward_naive(e, layers, None)),
+            _ => None,
+        }
+    }
+}
+
 /// Per-layer statistics of SPEC section 8, kept as device scalars until [`Trace::read`].
 #[derive(Default, Debug)]
 pub struct Trace {
