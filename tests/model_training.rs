@@ -144,6 +144,9 @@ fn depth_weight_change_after_one_step(residual: attnres::model::ResidualConfig) 
 /// An input-dependent query `W . RMSNorm(v) / d` moves the depth weights about as far per
 /// step as a pseudo-query does. Without the `1/d`, Adam's per-entry steps on the `d x d`
 /// matrix moved the logits about `d` times faster, and on Shakespeare the softmax saturated.
+/// Measured at width 64: a ratio of 0.22. The band [1/16, 1] is 4x either side of that; a
+/// `1/sqrt(d)` scale makes it 8x larger (1.8) and no scale 64x, and both fail. The ratio is
+/// not width-independent: it grows from 0.11 at width 32 to 0.51 at 128.
 #[test]
 fn input_dependent_query_moves_like_a_pseudo_query() {
     let input_dependent = {
@@ -159,7 +162,7 @@ fn input_dependent_query_moves_like_a_pseudo_query() {
         "depth-weight change after one step: input-dependent {dependent:.5}, pseudo-query {pseudo:.5}, ratio {ratio:.2}"
     );
     assert!(
-        (0.125..8.0).contains(&ratio),
+        (1.0 / 16.0..1.0).contains(&ratio),
         "one step moved the depth weights by {dependent:.5} (input-dependent) against \
          {pseudo:.5} (pseudo-query): ratio {ratio:.2}"
     );
