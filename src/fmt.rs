@@ -45,3 +45,12 @@ mod tests {
         assert_eq!(bytes_text(12.0), "12 B");
     }
 }
+
+/// `n` and `noun`, plural unless `n` is 1: "1 run", "12 runs".
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}

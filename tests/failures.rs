@@ -1,6 +1,7 @@
 //! Failure is a state: a run that fails at run time (here its disk fills) is recorded as
 //! `failed` with its message, leaves no lease or half-written file behind, shows in
-//! `status`, is skipped by a plain re-run and retried by `--retry-failed` once fixed.
+//! `status`, is skipped by a plain re-run and retried by `--retry-failed` once fixed; a
+//! results folder that cannot be written is refused before anything is.
 
 #[path = "common/run.rs"]
 mod run;
@@ -152,4 +153,41 @@ train: {batch_size: 8, lr: 0.003, budget: {tokens: 8000}, eval_every: 5, eval_ba
         serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).unwrap()).unwrap();
     assert_eq!(status["state"], "done", "{status}");
     assert!(dir.join("summary.json").is_file());
+}
+
+/// A results folder on a read-only mount, or a file given as one, is refused by `plan` and
+/// `run` before anything is written, naming the folder and the reason, with exit 2.
+#[test]
+fn a_results_folder_that_cannot_be_written_is_refused_at_plan() {
+    let tmp = TempDir::new("read-only");
+    let sweep = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/smoke.yaml");
+    let disk = SmallDisk::mount(&tmp.path().join("ro"), "1m");
+    let o = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&disk.0)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let afile = write(tmp.path(), "afile", "");
+    for (results, says) in [
+        (disk.0.join("results"), "Read-only file system"),
+        (afile.join("results"), "is not a folder"),
+    ] {
+        for command in ["plan", "run"] {
+            let o = attnres()
+                .arg(command)
+                .arg(&sweep)
+                .arg("--results")
+                .arg(&results)
+                .output()
+                .unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{command}: {err}");
+            assert!(
+                err.contains(&format!("--results {}", results.display())) && err.contains(says),
+                "{command}: {err}"
+            );
+        }
+    }
+    assert!(std::fs::read_dir(&disk.0).unwrap().next().is_none());
 }

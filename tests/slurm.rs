@@ -332,22 +332,7 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
     }
     wait_done(&cluster, &r("twice"), "smoke", 12);
     // Let the second submission's tasks finish too (they find their runs busy or done).
-    let start = Instant::now();
-    while cluster
-        .cmd("squeue")
-        .arg("-h")
-        .output()
-        .unwrap()
-        .stdout
-        .iter()
-        .any(|_| true)
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "tasks still queued"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_queue_empty(&cluster);
     let logs: String = std::fs::read_dir(r("twice").join("smoke/logs"))
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
@@ -361,4 +346,63 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         assert_eq!(trained, 1, "run {id} trained {trained} times:\n{logs}");
     }
     same_losses(&r("twice"), &r("local"), "smoke");
+    // Nothing is left to cancel, and `cancel` says so rather than naming the jobs again.
+    let cancel = cluster.attnres(&["cancel", &s(&smoke), "--results", &s(&r("twice"))]);
+    assert!(cancel.contains("nothing queued or running"), "{cancel}");
+
+    // 4. Two submissions in the same second with different filters: a manifest each, a
+    // line each in jobs.txt, and every run of both trained.
+    let submit = |seed: &str| {
+        cluster
+            .cmd(BIN)
+            .args(["run", &s(&smoke), "--executor", "slurm", "--results"])
+            .arg(r("filters"))
+            .args(["--filter", &format!("seed={seed}")])
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (submit("0"), submit("1"));
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+    let jobs = std::fs::read_to_string(r("filters").join("smoke/slurm/jobs.txt")).unwrap();
+    let manifests: std::collections::BTreeSet<&str> =
+        jobs.lines().filter_map(|l| l.split(' ').nth(1)).collect();
+    assert_eq!(jobs.lines().count(), 2, "{jobs}");
+    assert_eq!(
+        manifests.len(),
+        2,
+        "two submissions shared a manifest:\n{jobs}"
+    );
+    wait_done(&cluster, &r("filters"), "smoke", 12);
+    same_losses(&r("filters"), &r("local"), "smoke");
+
+    // 5. --dry-run shows the arrays a submission would make: two under MaxArraySize = 11.
+    let dry = cluster.attnres(&[
+        "run",
+        &s(&smoke),
+        "--executor",
+        "slurm",
+        "--dry-run",
+        "--results",
+        &s(&r("dry")),
+    ]);
+    assert_eq!(dry.matches("(not written: --dry-run)").count(), 2, "{dry}");
+}
+
+/// Waits until `squeue` lists no task.
+fn wait_queue_empty(cluster: &Cluster) {
+    let start = Instant::now();
+    while !cluster
+        .cmd("squeue")
+        .arg("-h")
+        .output()
+        .unwrap()
+        .stdout
+        .is_empty()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "tasks still queued"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }

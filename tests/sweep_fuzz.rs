@@ -1,6 +1,8 @@
 //! Property-based tests of the sweep loader: every shipped sweep, mutated at random (keys
 //! dropped, list items duplicated, values retyped, numbers perturbed), loads without a panic
-//! and either succeeds or fails with an error that names the file and a key or a line.
+//! and either succeeds or fails with an error that names the file and a key or a line; so
+//! does every shipped sweep file with its text edited (a byte-order mark, a second document,
+//! a repeated line, a cut, a padded line).
 //!
 //! The normal test run tries `ATTNRES_FUZZ_CASES` cases (default 3,000); `make fuzz` runs
 //! 100,000.
@@ -209,4 +211,100 @@ fn mutated_sweeps_load_or_fail_with_a_located_error() {
         "loaded {loaded}, refused {refused}"
     );
     eprintln!("{} cases: {loaded} loaded, {refused} refused", cases());
+}
+
+/// An edit of a sweep file's text, as files go wrong outside any YAML library.
+#[derive(Debug, Clone)]
+enum TextEdit {
+    /// A UTF-8 byte-order mark in front: read as if it were not there.
+    Bom,
+    /// A second YAML document after `---`.
+    SecondDocument,
+    /// Line `i` (mod the line count) written twice: often a key given twice.
+    RepeatLine(usize),
+    /// Cut after byte `i` (mod the length, on a character boundary).
+    Truncate(usize),
+    /// Line `i` doubled in size by `padding` spaces and a comment.
+    Pad(usize, usize),
+}
+
+fn text_edit() -> impl Strategy<Value = TextEdit> {
+    prop_oneof![
+        Just(TextEdit::Bom),
+        Just(TextEdit::SecondDocument),
+        any::<usize>().prop_map(TextEdit::RepeatLine),
+        any::<usize>().prop_map(TextEdit::Truncate),
+        (any::<usize>(), 0..4096usize).prop_map(|(i, n)| TextEdit::Pad(i, n)),
+    ]
+}
+
+fn edit_text(text: &str, edit: &TextEdit) -> Vec<u8> {
+    let lines: Vec<&str> = text.lines().collect();
+    match edit {
+        TextEdit::Bom => [&[0xEF, 0xBB, 0xBF][..], text.as_bytes()].concat(),
+        TextEdit::SecondDocument => format!("{text}---\nname: other\n").into_bytes(),
+        TextEdit::RepeatLine(i) => {
+            let i = i % lines.len();
+            let mut out = lines.clone();
+            out.insert(i, lines[i]);
+            (out.join("\n") + "\n").into_bytes()
+        }
+        TextEdit::Truncate(i) => {
+            let mut cut = i % text.len();
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text[..cut].as_bytes().to_vec()
+        }
+        TextEdit::Pad(i, n) => {
+            let i = i % lines.len();
+            let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            out[i] = format!("{}{} # padding", out[i], " ".repeat(*n));
+            (out.join("\n") + "\n").into_bytes()
+        }
+    }
+}
+
+/// Every shipped sweep with its text edited loads or fails naming the file and a key or
+/// a line; a byte-order mark changes nothing.
+#[test]
+fn edited_sweep_files_load_or_fail_with_a_located_error() {
+    let sweeps = shipped_sweeps();
+    let dir = std::env::temp_dir().join(format!("attnres-fuzz-text-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut runner = TestRunner::new(Config {
+        cases: cases() / 10,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (0..sweeps.len(), text_edit());
+    runner
+        .run(&strategy, |(which, edit)| {
+            let original = std::fs::read_to_string(&sweeps[which].0).unwrap();
+            let path = dir.join("sweep.yaml");
+            std::fs::write(&path, edit_text(&original, &edit)).unwrap();
+            let plain = Sweep::parse(&path, &original).map(|s| s.runs.len());
+            match Sweep::load(&path) {
+                Ok(s) => {
+                    if let TextEdit::Bom = edit {
+                        prop_assert_eq!(plain.ok(), Some(s.runs.len()));
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(!matches!(edit, TextEdit::Bom), "BOM refused: {e}");
+                    let shown = e.to_string();
+                    prop_assert!(
+                        shown.starts_with(&path.display().to_string()),
+                        "error does not name the file: {shown}"
+                    );
+                    prop_assert!(
+                        e.location.is_some() || !e.key.is_empty(),
+                        "{edit:?}: error names neither a key nor a line: {shown}"
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -110,15 +110,15 @@ pub fn submit(
         match &a.job_id {
             None => {
                 println!(
-                    "# {} runs; manifest {} (not written: --dry-run)",
-                    a.runs,
+                    "# {}; manifest {} (not written: --dry-run)",
+                    crate::fmt::count(a.runs, "run"),
                     a.manifest.display()
                 );
                 print!("{}", a.script);
             }
             Some(id) => println!(
-                "submitted job array {id}: {} runs (manifest {})",
-                a.runs,
+                "submitted job array {id}: {} (manifest {})",
+                crate::fmt::count(a.runs, "run"),
                 a.manifest.display()
             ),
         }
@@ -184,11 +184,15 @@ pub fn run_cancel(args: SweepArgs) -> anyhow::Result<()> {
         )));
     }
     let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
-    let ids = slurm::cancel(&sweep.results_dir(&args.results))?;
-    if ids.is_empty() {
-        println!("sweep {}: no Slurm jobs submitted", sweep.file.name);
-    } else {
-        println!("cancelled {}", ids.join(", "));
+    let (ids, all) = slurm::cancel(&sweep.results_dir(&args.results))?;
+    match (ids.is_empty(), all.is_empty()) {
+        (_, true) => println!("sweep {}: no Slurm jobs submitted", sweep.file.name),
+        (true, false) => println!(
+            "sweep {}: nothing queued or running (jobs {} have ended)",
+            sweep.file.name,
+            all.join(", ")
+        ),
+        (false, false) => println!("cancelled {}", ids.join(", ")),
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 use super::sweep::SweepArgs;
 use crate::runner::view;
 use crate::store::metrics::read_steps;
-use crate::store::{RunDir, RunState};
+use crate::store::{RunDir, RunState, Status};
 
 /// ` khop hops=2` after a run's row when the sweep has a `tasks` axis, else nothing.
 pub(super) fn task_column(sweep: &crate::spec::Sweep, run: &crate::spec::PlannedRun) -> String {
@@ -56,6 +56,16 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
             _ => v.state.name(),
         };
         *counts.entry(state).or_insert(0) += 1;
+        // A partial run that nobody trains resumes from its checkpoint, whose step its
+        // status holds; steps logged after it will be trained again.
+        let step = match dir.read_status() {
+            Ok(Some(Status::Running { step, .. }))
+                if v.holder.is_none() && v.state == RunState::Partial =>
+            {
+                step
+            }
+            _ => rows.last().map_or(0, |r| r.step),
+        };
         println!(
             "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}{}",
             run.id,
@@ -63,11 +73,7 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
             run.size,
             run.seed,
             state,
-            format!(
-                "{}/{}",
-                rows.last().map_or(0, |r| r.step),
-                run.spec.total_steps()
-            ),
+            format!("{step}/{}", run.spec.total_steps()),
             rows.last()
                 .map(|r| format!("{:.4}", r.loss_train))
                 .unwrap_or_else(|| "-".into()),
@@ -76,7 +82,7 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|| "-".into()),
             task_column(&sweep, run)
         );
-        if let (RunState::Failed, Ok(Some(crate::store::Status::Failed { reason, .. }))) =
+        if let (RunState::Failed, Ok(Some(Status::Failed { reason, .. }))) =
             (&v.state, dir.read_status())
         {
             println!("           failed: {reason}");

@@ -167,17 +167,21 @@ pub fn submit(
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "");
-    let limit = if dry { 1001 } else { max_array_size() };
+    let limit = max_array_size();
     let mut arrays = Vec::new();
     for (k, chunk) in chunks(runs, limit).into_iter().enumerate() {
-        let manifest = dir.join(format!("array-{stamp}-{k}.txt"));
-        let script = batch_script(sweep, &results, &manifest, chunk.len(), opts, &exe);
+        let stem = format!("array-{stamp}-{}-{k}", std::process::id());
+        let mut manifest = dir.join(format!("{stem}.txt"));
         let mut job_id = None;
         if !dry {
             std::fs::create_dir_all(root.join("logs"))?;
             std::fs::create_dir_all(&dir)?;
+            manifest = reserve(&dir, &stem)?;
             let ids: String = chunk.iter().map(|r| format!("{}\n", r.id)).collect();
             write_atomic(&manifest, ids.as_bytes())?;
+        }
+        let script = batch_script(sweep, &results, &manifest, chunk.len(), opts, &exe);
+        if !dry {
             let script_path = manifest.with_extension("sh");
             write_atomic(&script_path, script.as_bytes())?;
             let out = Command::new("sbatch")
@@ -198,9 +202,10 @@ pub fn submit(
                 .next()
                 .unwrap_or_default()
                 .to_string();
-            let mut jobs = std::fs::read_to_string(dir.join("jobs.txt")).unwrap_or_default();
-            jobs.push_str(&format!("{id} {}\n", manifest.display()));
-            write_atomic(&dir.join("jobs.txt"), jobs.as_bytes())?;
+            append_job(
+                &dir.join("jobs.txt"),
+                &format!("{id} {}\n", manifest.display()),
+            )?;
             job_id = Some(id);
         }
         arrays.push(Array {
@@ -211,6 +216,48 @@ pub fn submit(
         });
     }
     Ok(arrays)
+}
+
+/// A new manifest `DIR/STEM.txt` (or `STEM-N.txt` where that is taken), created here and
+/// nowhere else: two submissions never share one, even within a second.
+fn reserve(dir: &Path, stem: &str) -> anyhow::Result<PathBuf> {
+    for n in 0.. {
+        let name = match n {
+            0 => format!("{stem}.txt"),
+            n => format!("{stem}-{n}.txt"),
+        };
+        let path = dir.join(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(_) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Appends `line` to `jobs.txt` under an exclusive `flock`, in one write: submissions at
+/// the same moment each add their line.
+fn append_job(path: &Path, line: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: flock on a descriptor this function owns; released when `file` closes.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("locking {}", path.display()));
+    }
+    file.write_all(line.as_bytes())
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("appending to {}", path.display()))
 }
 
 /// Submitted arrays of a sweep: (job id, run ids by array index).
@@ -273,11 +320,25 @@ pub fn log_of(root: &Path, run_id: &str) -> Option<PathBuf> {
     })
 }
 
-/// Cancels every job of the sweep; returns the job ids.
-pub fn cancel(root: &Path) -> anyhow::Result<Vec<String>> {
-    let ids: Vec<String> = submitted(root).into_iter().map(|(id, _)| id).collect();
+/// Cancels the sweep's jobs that `squeue` still lists; returns (cancelled, all submitted).
+pub fn cancel(root: &Path) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let all: Vec<String> = submitted(root).into_iter().map(|(id, _)| id).collect();
+    if all.is_empty() {
+        return Ok((Vec::new(), all));
+    }
+    let listed = Command::new("squeue")
+        .args(["-h", "-o", "%F", "-j", &all.join(",")])
+        .output()
+        .context("running squeue")?;
+    // "%F": the array's job id, for each of its tasks still listed.
+    let queued = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let ids: Vec<String> = all
+        .iter()
+        .filter(|id| queued.split_whitespace().any(|w| w == id.as_str()))
+        .cloned()
+        .collect();
     if ids.is_empty() {
-        return Ok(ids);
+        return Ok((ids, all));
     }
     let out = Command::new("scancel")
         .args(&ids)
@@ -286,7 +347,7 @@ pub fn cancel(root: &Path) -> anyhow::Result<Vec<String>> {
     if !out.status.success() {
         bail!("scancel: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
-    Ok(ids)
+    Ok((ids, all))
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);

@@ -75,6 +75,14 @@ impl SpecError {
             err.location = Some((at.line(), at.col() + 1));
             err.message = format!("`{field}` is given twice; keep one of them");
         }
+        if err.message.contains("more than one document")
+            && let Some(line) = second_document(text)
+        {
+            err.location = Some((line, 1));
+            err.message = "a second YAML document starts here; a file holds one: remove this \
+                           `---` and what follows, or make it a file of its own"
+                .into();
+        }
         err
     }
 }
@@ -96,6 +104,22 @@ impl fmt::Display for SpecError {
 }
 
 impl std::error::Error for SpecError {}
+
+/// The line (from 1) of the `---` that starts a second document: the first such line, or
+/// the second where the file opens with one.
+fn second_document(text: &str) -> Option<usize> {
+    let mut starts = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("---"))
+        .map(|(i, _)| i);
+    let first = starts.next()?;
+    let opens = text
+        .lines()
+        .take(first)
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+    if opens { starts.next() } else { Some(first) }.map(|i| i + 1)
+}
 
 /// What a number serde could not take really is: YAML reads `1e309` (beyond f64) as a
 /// string, and `-0` as the integer 0 with a sign that u64 refuses.
