@@ -7,7 +7,7 @@ use polars_core::prelude::*;
 
 use crate::model::flops::PFLOPS_DAY;
 use crate::spec::{PlannedRun, Sweep};
-use crate::store::metrics::{read_depth, read_layers};
+use crate::store::metrics::read_layers;
 use crate::store::{RunDir, Status, read_json};
 use crate::train::Summary;
 
@@ -152,22 +152,6 @@ pub fn layers_frame(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
     Ok(
         df!("id" => id, "step" => step, "layer" => layer, "kind" => kind, "metric" => metric, "value" => value)?,
     )
-}
-
-/// Depth-attention weights of every run at every eval.
-pub fn depth_frame(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
-    let (mut id, mut step, mut layer, mut source, mut weight) =
-        (vec![], vec![], vec![], vec![], vec![]);
-    for r in runs {
-        for row in read_depth(&r.dir.depth_attn(), None)? {
-            id.push(r.planned.id.clone());
-            step.push(row.step);
-            layer.push(row.layer);
-            source.push(row.source);
-            weight.push(f64::from(row.weight));
-        }
-    }
-    Ok(df!("id" => id, "step" => step, "layer" => layer, "source" => source, "weight" => weight)?)
 }
 
 /// Mean and spread of the final validation loss over seeds, per (task, arm, size, budget): the points of

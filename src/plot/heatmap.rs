@@ -40,31 +40,21 @@ pub fn depth_width(
     super::save(&fig, dir, "depth_width", (w, h))
 }
 
-/// Fig. 8: one panel per AttnRes variant, mixing step rows by source columns; with
-/// `streams`, some panels are multi-stream arms' read weights (layer rows by stream columns)
-/// and the axis titles say both.
+/// Fig. 8: one panel per arm, on a colour scale of its own kind of weight, saved as
+/// `name`: the AttnRes arms' mixing steps (rows) over their sources (columns), or the
+/// multi-stream arms' layers over their streams; `axes` are the x and y titles.
 pub fn depth_attention(
     dir: &std::path::Path,
+    name: &str,
     title: &str,
     panels: &[Grid],
-    streams: bool,
+    axes: (&str, &str),
 ) -> anyhow::Result<std::path::PathBuf> {
     let annotate = panels.iter().all(|p| p.cols.len() <= 10);
-    let (x_desc, y_desc) = if streams {
-        (
-            "Source (AttnRes: 0 = embedding, then blocks; last = partial sum) or stream",
-            "Mixing step (layer; AttnRes: last row = output)",
-        )
-    } else {
-        (
-            "Source (0 = embedding, then blocks in order; last = partial sum)",
-            "Mixing step (layer; last row = output)",
-        )
-    };
     let fig = Heatmaps {
         title: title.into(),
-        x_desc: x_desc.into(),
-        y_desc: y_desc.into(),
+        x_desc: axes.0.into(),
+        y_desc: axes.1.into(),
         scale_desc: "mean weight over tokens".into(),
         panels,
         low_is_bright: false,
@@ -72,7 +62,7 @@ pub fn depth_attention(
     };
     let w = 40 + 460 * panels.len().clamp(1, 3) as u32;
     let h = 110 + 460 * panels.len().div_ceil(3).max(1) as u32;
-    super::save(&fig, dir, "depth_attention", (w, h))
+    super::save(&fig, dir, name, (w, h))
 }
 
 impl Heatmaps<'_> {
@@ -187,18 +177,34 @@ impl Heatmaps<'_> {
                 ))
                 .map_err(err)?;
         }
-        let label = |v: f64| format!("{v:.3}");
-        legend
-            .draw(&Text::new(label(lo), (bar_x0 - 60, 10), (FONT, 13)))
-            .map_err(err)?;
-        legend
-            .draw(&Text::new(label(hi), (bar_x1 + 10, 10), (FONT, 13)))
-            .map_err(err)?;
+        // Five labelled ticks under the bar: its ends and the quarters between.
+        for k in 0..=4 {
+            let t = f64::from(k) / 4.0;
+            let x = bar_x0 + ((bar_x1 - bar_x0) as f64 * t) as i32;
+            legend
+                .draw(&PathElement::new(vec![(x, 24), (x, 28)], BLACK))
+                .map_err(err)?;
+            let style = (FONT, 12)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Center, VPos::Top));
+            legend
+                .draw(&Text::new(
+                    format!("{:.3}", lo + t * (hi - lo)),
+                    (x, 29),
+                    style,
+                ))
+                .map_err(err)?;
+        }
+        let style = (FONT, 13)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Right, VPos::Center));
         legend
             .draw(&Text::new(
                 self.scale_desc.clone(),
-                ((bar_x0 + bar_x1) / 2 - 60, 30),
-                (FONT, 13),
+                (bar_x0 - 12, 16),
+                style,
             ))
             .map_err(err)?;
         Ok(())

@@ -6,7 +6,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, sci, side_legend};
-use crate::analysis::views::RoutingCurve;
+use crate::analysis::depth_views::RoutingCurve;
 
 /// Which value of a routing point a panel draws.
 type Pick = fn(&(f64, f64, f64)) -> f64;

@@ -1,6 +1,7 @@
 //! Block AttnRes (SPEC sections 3, 4 and 6): each layer reads a learned softmax over depth
-//! sources. Full AttnRes is the same code with `S = 1`. This file holds the naive path;
-//! `two_phase.rs` the batched one that training and inference take when they can.
+//! sources. Full AttnRes is the same code with `S = 1`. This file holds the naive path, the
+//! definition; training and inference take `stacked.rs` (single-head softmax) or
+//! `two_phase.rs` (multi-head, sigmoid) where they apply, and this path otherwise.
 
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;

@@ -1,5 +1,6 @@
-//! The two-phase path of Block AttnRes (SPEC section 5), used for training and inference
-//! alike whenever no probe trace is asked for.
+//! The two-phase path of Block AttnRes (SPEC section 5), which training and inference take
+//! for multi-head and sigmoid-weighted pseudo-queries when no probe trace is asked for
+//! (single-head softmax takes `stacked.rs`; tests force this path for those too).
 //!
 //! Pseudo-queries do not depend on the input, so every logit a source will ever get is known
 //! the moment the source exists: one matmul scores it against the queries of every later

@@ -7,7 +7,7 @@ use super::super::Analysis;
 use super::super::doc::Doc;
 use crate::analysis::cost::cost_curves;
 use crate::analysis::figures::Profile;
-use crate::analysis::views;
+use crate::analysis::{depth_views, views};
 use crate::model::config::ResidualConfig;
 use crate::plot;
 
@@ -52,28 +52,34 @@ pub(super) fn depth_attention_section(
     figs: &Path,
     name: &str,
 ) -> anyhow::Result<()> {
-    let (size, grids) = views::depth_attention_grids(&a.runs)?;
-    let streams = a
-        .runs
-        .iter()
-        .any(|r| r.planned.spec.model.residual.is_multi_stream());
-    let (routing_size, curves) = views::routing(&a.runs)?;
-    if !grids.is_empty() || !curves.is_empty() {
+    let weights = depth_views::depth_attention(&a.runs)?;
+    let (routing_size, curves) = depth_views::routing(&a.runs)?;
+    if !weights.sources.is_empty() || !weights.streams.is_empty() || !curves.is_empty() {
         doc.h(2, "Depth attention (Fig. 8)");
     }
-    if !grids.is_empty() {
+    let size = &weights.size;
+    if !weights.sources.is_empty() {
         doc.figure(
             plot::depth_attention(
                 figs,
-                &format!("{}: depth-attention weights, size {size}", name),
-                &grids,
-                streams,
+                "depth_attention",
+                &format!("{name}: depth-attention weights, size {size}"),
+                &weights.sources,
+                ("Source", "Mixing step (out = the output's)"),
             )?,
-            if streams {
-                "Mean weight each mixing step puts on each source at the end of training. For hyper-connections, mHC and mHC-lite: each layer's mean read weight of each stream (hyper-connections' may be negative)."
-            } else {
-                "Mean weight each mixing step puts on each source at the end of training."
-            },
+            "The mean weight each mixing step puts on each source at the end of training, averaged over seeds (each panel says how many). Sources: `emb` is the embedding; then, for Full AttnRes, each earlier layer's output, and for Block AttnRes, each completed block. In a block after its first layer, a row's last cell is the block's partial sum.",
+        );
+    }
+    if !weights.streams.is_empty() {
+        doc.figure(
+            plot::depth_attention(
+                figs,
+                "stream_weights",
+                &format!("{name}: read weights over streams, size {size}"),
+                &weights.streams,
+                ("Stream", "Layer"),
+            )?,
+            "Hyper-connections, mHC and mHC-lite: each layer's mean read weight of each stream at the end of training, averaged over seeds, on a scale of its own (hyper-connections' weights may be negative).",
         );
     }
     if !curves.is_empty() {
