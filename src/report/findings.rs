@@ -82,16 +82,29 @@ fn multipliers(e: &Evidence) -> Option<String> {
             )
         })
         .collect();
-    // A verdict only where both intervals agree on it.
+    // A verdict only where both intervals agree on it, and the bootstrap's end is further
+    // from 1 than its own Monte Carlo error.
+    let mc = |m: &&crate::analysis::multiplier::Estimate| m.mc_error.unwrap_or(0.0);
     let above: Vec<&str> = arms
         .iter()
-        .filter(|(_, m, delta)| m.lo > 1.0 && delta.is_none_or(|x| x.lo > 1.0))
+        .filter(|(_, m, delta)| m.lo - mc(m) > 1.0 && delta.is_none_or(|x| x.lo > 1.0))
         .map(|(a, _, _)| *a)
         .collect();
     let below: Vec<&str> = arms
         .iter()
-        .filter(|(_, m, delta)| m.hi < 1.0 && delta.is_none_or(|x| x.hi < 1.0))
+        .filter(|(_, m, delta)| m.hi + mc(m) < 1.0 && delta.is_none_or(|x| x.hi < 1.0))
         .map(|(a, _, _)| *a)
+        .collect();
+    // Intervals that end past 1 by less than the Monte Carlo error: said as such.
+    let at_one: Vec<String> = arms
+        .iter()
+        .filter(|(a, m, _)| {
+            !above.contains(a) && !below.contains(a) && (m.lo > 1.0 || m.hi < 1.0)
+        })
+        .map(|(a, m, _)| {
+            let end = if m.lo > 1.0 { m.lo } else { m.hi };
+            format!("`{a}`'s bootstrap interval ends at {end:.3}, within its Monte Carlo error ({:.3}) of 1", mc(m))
+        })
         .collect();
     let verdict = if above.is_empty() && below.is_empty() {
         "no arm has every interval above 1 or every interval below 1, so no compute multiplier is shown at this scale".to_string()
@@ -112,6 +125,13 @@ fn multipliers(e: &Evidence) -> Option<String> {
             ));
         }
         parts.join("; ")
+    };
+    let verdict = match at_one.is_empty() {
+        true => verdict,
+        false => format!(
+            "{verdict}; {}, so it is not shown to differ from 1",
+            at_one.join(", ")
+        ),
     };
     let how = match &fit.resampling {
         Resampling::Seeds { .. } => format!(

@@ -241,3 +241,29 @@ fn a_degenerate_fit_is_named_first_and_no_multiplier_is_quoted() {
         "{text:?}"
     );
 }
+
+/// An interval that ends past 1 by less than its Monte Carlo error is not called clear of
+/// 1: another generator seed could put it on the other side.
+#[test]
+fn an_interval_end_within_its_monte_carlo_error_of_one_is_said_so() {
+    let mut f = fit(
+        &[("full", 1.06, 1.003, 1.12), ("block", 1.19, 1.12, 1.26)],
+        None,
+    );
+    for a in &mut f.arms {
+        if let Some(m) = a.multiplier.as_mut() {
+            m.mc_error = Some(0.004);
+        }
+    }
+    let builds = vec!["abc".to_string()];
+    let text = findings(&evidence(None, Some(&f), &[], &builds, 11)).join("\n");
+    assert!(
+        text.contains("`block` clears 1 in both intervals"),
+        "{text}"
+    );
+    assert!(!text.contains("`full` clears"), "{text}");
+    assert!(
+        text.contains("`full`'s bootstrap interval ends at 1.003, within its Monte Carlo error (0.004) of 1, so it is not shown to differ from 1"),
+        "{text}"
+    );
+}

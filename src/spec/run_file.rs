@@ -26,7 +26,10 @@ pub fn load(path: &Path) -> Result<RunSpec, SpecError> {
 /// settings, the data settings against the context, and a budget of at least one step.
 fn check(spec: &RunSpec) -> Result<(), SpecError> {
     let model = &spec.model;
-    model.validate().map_err(|e| SpecError::at("model", e))?;
+    model.validate().map_err(|e| {
+        let key = e.key().map_or("model".into(), |k| format!("model.{k}"));
+        SpecError::at(&key, e)
+    })?;
     if let ResidualConfig::AttnRes(c) = &model.residual
         && c.block_sizes.is_none()
         && c.block_size > model.n_layers()

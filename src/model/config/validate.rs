@@ -48,6 +48,20 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// The key of `model` the error is about, where it is one key.
+    pub fn key(&self) -> Option<&'static str> {
+        match self {
+            Self::NotPositive { key, .. } | Self::TooLarge { key, .. } => Some(key),
+            Self::NotDivisible { key, .. } => Some(key),
+            Self::BadFfMult(_) => Some("ff_mult"),
+            Self::BlockSizes { .. } | Self::BadStreams { .. } => Some("residual"),
+            Self::OddHeadDim(_) => Some("n_heads"),
+            Self::ValueResidualNeedsDepth(_) => Some("value_residual"),
+        }
+    }
+}
+
 /// Upper bounds far above any published model, so that counts stay exact in 64-bit
 /// integers and nothing is allocated per layer for a typo.
 const LIMITS: [(&str, usize); 4] = [
