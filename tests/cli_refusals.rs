@@ -181,3 +181,59 @@ fn fit_refuses_six_nd_with_points() {
         stderr(&out)
     );
 }
+
+/// `train` checks a RunSpec file as a sweep checks each run: located at the file, line and
+/// key, exit 2, and nothing written (no run folder, no spec.json, no step count printed).
+#[test]
+fn train_refuses_a_bad_runspec_where_the_fault_is_before_writing() {
+    let tmp = TempDir::new("train-refusals");
+    let good = tiny_spec("{variant: block, block_size: 2}", 4, "");
+    for (name, text, at, says) in [
+        (
+            "vocab",
+            good.replace("vocab_size: 256", "vocab_size: 10"),
+            ":1:9: `model.vocab_size`",
+            "10 is smaller than the data's vocabulary of 256",
+        ),
+        (
+            "block",
+            good.replace("block_size: 2", "block_size: 9"),
+            ":1:",
+            "block_size 9 exceeds the model's 4 sublayers",
+        ),
+        (
+            "context",
+            good.replace("context: 48", "context: 0"),
+            "`model.context`",
+            "must be at least 1, got 0",
+        ),
+        (
+            "lr",
+            good.replace("lr: 0.003", "lr: 1e309"),
+            ":6:7: `train.lr`",
+            "beyond the largest 64-bit float",
+        ),
+    ] {
+        let spec = write(tmp.path(), &format!("{name}.yaml"), &text);
+        let out = tmp.path().join(name);
+        let o = attnres()
+            .arg("train")
+            .arg(&spec)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.starts_with(&format!("error: {}", spec.display())) && err.contains(at),
+            "{name}: expected the location {at} in: {err}"
+        );
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(
+            !err.contains(" steps, "),
+            "{name}: a step count was printed: {err}"
+        );
+        assert!(!out.exists(), "{name}: {} was written", out.display());
+    }
+}

@@ -235,7 +235,7 @@ fn difference(r: &PairedRow, baseline: &str) -> String {
     let d = &r.test.diff;
     let word = if d.mean > 0.0 { "worse" } else { "better" };
     format!(
-        "`{}` at `{}` is {word} than `{baseline}` by {:.3} nats [{:+.3}, {:+.3}] ({} seeds, p = {})",
+        "`{}` at `{}` is {word} than `{baseline}` by {:.3} nats [{:+.3}, {:+.3}] ({} seeds, p {})",
         r.arm,
         r.cell,
         d.mean.abs(),
@@ -246,11 +246,12 @@ fn difference(r: &PairedRow, baseline: &str) -> String {
     )
 }
 
+/// `= 0.013`, or `< 0.001` below that.
 fn p_text(p: f64) -> String {
     if p < 0.001 {
         "< 0.001".into()
     } else {
-        format!("{p:.3}")
+        format!("= {p:.3}")
     }
 }
 
