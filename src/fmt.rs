@@ -54,3 +54,13 @@ pub fn count(n: usize, noun: &str) -> String {
         format!("{n} {noun}s")
     }
 }
+
+/// A p-value to the precision a table carries: `0.013`, `<0.001` below that, `-` when not
+/// finite.
+pub fn p_value(p: f64) -> String {
+    match p {
+        p if !p.is_finite() => "-".into(),
+        p if p < 0.001 => "<0.001".into(),
+        p => format!("{p:.3}"),
+    }
+}

@@ -248,10 +248,9 @@ fn difference(r: &PairedRow, baseline: &str) -> String {
 
 /// `= 0.013`, or `< 0.001` below that.
 fn p_text(p: f64) -> String {
-    if p < 0.001 {
-        "< 0.001".into()
-    } else {
-        format!("= {p:.3}")
+    match crate::fmt::p_value(p) {
+        small if small.starts_with('<') => "< 0.001".into(),
+        p => format!("= {p}"),
     }
 }
 

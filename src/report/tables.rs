@@ -227,11 +227,7 @@ pub fn paired_rows(t: &PairedTable) -> Vec<Vec<String>> {
                     "-".into()
                 },
                 d.n.to_string(),
-                if r.test.p.is_finite() {
-                    format!("{:.3}", r.test.p)
-                } else {
-                    "-".into()
-                },
+                crate::fmt::p_value(r.test.p),
                 if r.holm { "yes".into() } else { String::new() },
             ]
         })

@@ -43,11 +43,7 @@ pub fn probes_section(
                         k += 1;
                         (
                             percent_interval(&t.diff),
-                            if t.p.is_finite() {
-                                format!("{:.3}", t.p)
-                            } else {
-                                "-".into()
-                            },
+                            crate::fmt::p_value(t.p),
                             if survives { "yes" } else { "" },
                         )
                     }
