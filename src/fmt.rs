@@ -32,20 +32,6 @@ pub fn bytes_text(bytes: f64) -> String {
     format!("{bytes:.0} B")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bytes_read_as_people_write_them() {
-        assert_eq!(bytes_text(1.234e9), "1.23 GB");
-        assert_eq!(bytes_text(456.0e6), "456 MB");
-        assert_eq!(bytes_text(12.5e3), "12.5 kB");
-        assert_eq!(bytes_text(3.3e12), "3.30 TB");
-        assert_eq!(bytes_text(12.0), "12 B");
-    }
-}
-
 /// `n` and `noun`, plural unless `n` is 1: "1 run", "12 runs".
 pub fn count(n: usize, noun: &str) -> String {
     if n == 1 {
@@ -62,5 +48,19 @@ pub fn p_value(p: f64) -> String {
         p if !p.is_finite() => "-".into(),
         p if p < 0.001 => "<0.001".into(),
         p => format!("{p:.3}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_as_people_write_them() {
+        assert_eq!(bytes_text(1.234e9), "1.23 GB");
+        assert_eq!(bytes_text(456.0e6), "456 MB");
+        assert_eq!(bytes_text(12.5e3), "12.5 kB");
+        assert_eq!(bytes_text(3.3e12), "3.30 TB");
+        assert_eq!(bytes_text(12.0), "12 B");
     }
 }

@@ -254,7 +254,7 @@ fn edit_text(text: &str, edit: &TextEdit) -> Vec<u8> {
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            text[..cut].as_bytes().to_vec()
+            text.as_bytes()[..cut].to_vec()
         }
         TextEdit::Pad(i, n) => {
             let i = i % lines.len();

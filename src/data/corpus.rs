@@ -168,7 +168,7 @@ pub fn scan_u16_tokens(path: &Path, vocab_size: usize) -> Result<usize, DataErro
 }
 
 fn check_u16_length(path: &Path, bytes: u64) -> Result<(), DataError> {
-    if bytes % 2 != 0 {
+    if !bytes.is_multiple_of(2) {
         return Err(DataError::Config(format!(
             "{}: {bytes} bytes is not a whole number of uint16 tokens; the file is cut short \
              or not a uint16 token file",
