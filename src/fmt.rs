@@ -63,4 +63,13 @@ mod tests {
         assert_eq!(bytes_text(3.3e12), "3.30 TB");
         assert_eq!(bytes_text(12.0), "12 B");
     }
+
+    #[test]
+    fn counts_and_p_values_read_right() {
+        assert_eq!(count(1, "run"), "1 run");
+        assert_eq!(count(12, "run"), "12 runs");
+        assert_eq!(p_value(0.0004), "<0.001");
+        assert_eq!(p_value(0.0131), "0.013");
+        assert_eq!(p_value(f64::NAN), "-");
+    }
 }

@@ -101,6 +101,8 @@ train: {batch_size: 8, lr: 0.003, budget: {tokens: 8000}, eval_every: 5, eval_ba
         "a failure at run time exits 1: {out}"
     );
     assert!(out.contains("No space left on device"), "{out}");
+    // The files already there are intact: nothing may call them damaged.
+    assert!(!out.contains("damaged"), "{out}");
     for line in out.lines() {
         assert!(
             line.matches("No space left on device").count() <= 1,

@@ -207,8 +207,9 @@ seeds: [0]
 train: {batch_size: 8, lr: 0.003, budget: {tokens: 150000}, eval_every: 50, eval_batches: 1, checkpoint_every: 40}
 ";
 
-/// Steps in LONG's run: 150,000 tokens in steps of 8 sequences of 48.
-const LONG_STEPS: u64 = 390;
+/// Steps in LONG's run: 150,000 tokens are 3,125 sequences of 48, in steps of 8 (the last
+/// holds 5).
+const LONG_STEPS: u64 = 391;
 
 /// The step a task log says its run resumed from.
 fn resumed_from(log: &str) -> u64 {
@@ -299,9 +300,18 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         !done(&run_dirs(&r("hard"), "long")[0]),
         "the run finished before it was cancelled"
     );
+    // `status` shows the stopped run at its checkpoint's step, where it will resume.
+    let run = run_dirs(&r("hard"), "long")[0].clone();
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("status.json")).unwrap()).unwrap();
+    let checkpoint = status["step"].as_u64().unwrap();
+    let shown = cluster.attnres(&["status", &s(&long), "--results", &s(&r("hard"))]);
+    assert!(
+        shown.contains("partial") && shown.contains(&format!(" {checkpoint}/{LONG_STEPS} ")),
+        "expected partial at {checkpoint}/{LONG_STEPS}:\n{shown}"
+    );
     // The rows up to the checkpoint stay as they were (wall times included): a resume that
     // started over would rewrite them.
-    let run = run_dirs(&r("hard"), "long")[0].clone();
     let logged = std::fs::read_to_string(run.join("steps.csv")).unwrap();
     cluster.submit(&long, &r("hard"));
     wait_done(&cluster, &r("hard"), "long", 1);
@@ -311,6 +321,10 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
     assert!(
         (80..LONG_STEPS).contains(&from),
         "resumed from {from}:\n{log}"
+    );
+    assert_eq!(
+        from, checkpoint,
+        "status showed another step than the resume's"
     );
     let rows = |t: &str| {
         t.lines()

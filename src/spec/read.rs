@@ -76,6 +76,14 @@ mod tests {
     }
 
     #[test]
+    fn a_file_over_the_cap_is_refused_after_reading_the_cap() {
+        let path = scratch("big", &vec![b'#'; (MAX_BYTES + 1) as usize]);
+        let err = read_text(&path).unwrap_err();
+        assert!(err.to_string().contains("is over 16 MiB"), "{err}");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
     fn a_byte_order_mark_is_dropped() {
         let path = scratch("bom", b"\xef\xbb\xbfname: x\n");
         assert_eq!(read_text(&path).unwrap(), "name: x\n");
