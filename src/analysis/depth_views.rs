@@ -18,30 +18,29 @@ pub struct DepthAttention {
 }
 
 pub fn depth_attention(runs: &[LoadedRun]) -> anyhow::Result<DepthAttention> {
-    let mixing: Vec<&LoadedRun> = runs
+    let mixing: Vec<LoadedRun> = runs
         .iter()
         .filter(|r| {
             let residual = &r.planned.spec.model.residual;
             matches!(residual, ResidualConfig::AttnRes(_)) || residual.is_multi_stream()
         })
+        .cloned()
         .collect();
-    let owned: Vec<LoadedRun> = mixing.iter().map(|r| (*r).clone()).collect();
     let mut out = DepthAttention {
-        size: largest_size(&owned).unwrap_or_default(),
+        size: largest_size(&mixing).unwrap_or_default(),
         sources: Vec::new(),
         streams: Vec::new(),
     };
-    for arm in arms(&owned) {
+    for arm in arms(&mixing) {
         let mine: Vec<&LoadedRun> = mixing
             .iter()
-            .copied()
             .filter(|r| r.planned.size == out.size && r.planned.arm == arm)
             .collect();
+        let grids = mine
+            .iter()
+            .map(|run| final_weights(run))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let Some(first) = mine.first() else { continue };
-        let mut grids = Vec::new();
-        for run in &mine {
-            grids.push(final_weights(run)?);
-        }
         let Some(cells) = mean_cells(&grids) else {
             continue;
         };
