@@ -9,8 +9,10 @@ CARGO_TARGET_DIR ?= $(CACHE)/target
 # build it. Both builds write the same binary path: the last one built is the one there.
 FEATURES         ?= tch
 TEST_FEATURES    ?= tch flex
+# TensorBoard from PyPI, for the test that reads event files with its own reader.
+TENSORBOARD_VENV ?= $(CACHE)/tensorboard-venv
 # torch-sys rebuilds whenever these change, so build and test must see the same values.
-export LIBTORCH CARGO_TARGET_DIR
+export LIBTORCH CARGO_TARGET_DIR TENSORBOARD_VENV
 
 CARGO = cargo
 BIN   = $(CARGO_TARGET_DIR)/release/attnres
@@ -21,6 +23,7 @@ REPORTED = quick scaling block_size ablations depth_width probes
 
 setup: $(LIBTORCH)/.complete
 	scripts/setup-chromium.sh
+	scripts/setup-tensorboard.sh $(TENSORBOARD_VENV)
 	scripts/setup-slurm.sh install
 
 $(LIBTORCH)/.complete:

@@ -55,4 +55,18 @@ fn main() {
         _ => return,
     };
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    // The libtorch build goes into every tch run's summary.json: its kernels round
+    // differently from release to release. A libtorch folder says it in `build-version`; a
+    // torch package (the CUDA venv) in `version.py`.
+    let root = lib.parent().unwrap_or(&lib);
+    let from_folder = std::fs::read_to_string(root.join("build-version")).ok();
+    let from_package = std::fs::read_to_string(root.join("version.py"))
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("__version__"))?;
+            Some(line.split(['\'', '"']).nth(1)?.to_string())
+        });
+    if let Some(version) = from_folder.or(from_package) {
+        println!("cargo:rustc-env=ATTNRES_LIBTORCH={}", version.trim());
+    }
 }

@@ -178,6 +178,16 @@ pub fn cpu_model() -> String {
     format!("{name} ({})", isa.join(" "))
 }
 
+/// The libtorch release the binary was built against (from the libtorch folder or torch
+/// package at build time), for a run on `tch`; `None` on other backends or where the build
+/// could not tell.
+pub fn libtorch_release(backend: BackendKind) -> Option<String> {
+    match backend {
+        BackendKind::Tch => option_env!("ATTNRES_LIBTORCH").map(str::to_string),
+        BackendKind::Flex => None,
+    }
+}
+
 /// The GPU index of device `name` as `nvidia-smi -i` takes it: `0` for `cuda`, `N` for
 /// `cuda:N`, `None` for a CPU.
 pub fn gpu_index(name: &str) -> Option<&str> {
@@ -193,6 +203,26 @@ pub fn gpu_model(name: &str) -> Option<String> {
     let gpu = gpu.trim();
     let tf32 = std::env::var_os("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE").is_some_and(|v| v == "1");
     (!gpu.is_empty()).then(|| format!("{gpu}{}", if tf32 { ", TF32 matmuls" } else { "" }))
+}
+
+/// A GPU's dense peak rate in FLOP/s at `precision`, from NVIDIA's data sheets, for the
+/// GPUs named here (`gpu` as [`gpu_model`] gives it); the denominator of MFU. `None` for
+/// other GPUs and for CPUs, whose peak depends on clocks no file states reliably.
+pub fn peak_flops(gpu: &str, precision: Precision) -> Option<f64> {
+    // (name contains, f32, tf32, bf16) in TFLOP/s, without sparsity.
+    const PEAKS: [(&str, f64, f64, f64); 4] = [
+        ("H200", 67.0, 494.7, 989.4),
+        ("H100 PCIe", 51.2, 378.0, 756.0),
+        ("H100", 67.0, 494.7, 989.4),
+        ("A100", 19.5, 156.0, 312.0),
+    ];
+    let (_, f32_peak, tf32_peak, bf16_peak) = PEAKS.iter().find(|p| gpu.contains(p.0))?;
+    let tera = match precision {
+        Precision::Bf16 => bf16_peak,
+        Precision::F32 if gpu.contains("TF32") => tf32_peak,
+        Precision::F32 => f32_peak,
+    };
+    Some(tera * 1e12)
 }
 
 /// `nvidia-smi` with `query` as CSV without header or units, or `None` where it cannot run.
@@ -268,4 +298,23 @@ fn flex_device() -> Result<Device, BackendError> {
 #[cfg(not(feature = "flex"))]
 fn flex_device() -> Result<Device, BackendError> {
     Err(BackendError::FlexMissing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peaks_are_known_for_named_gpus_and_precisions_only() {
+        assert_eq!(peak_flops("NVIDIA H200", Precision::Bf16), Some(989.4e12));
+        assert_eq!(
+            peak_flops("NVIDIA H100 PCIe", Precision::F32),
+            Some(51.2e12)
+        );
+        assert_eq!(
+            peak_flops("NVIDIA H100 80GB HBM3, TF32 matmuls", Precision::F32),
+            Some(494.7e12)
+        );
+        assert_eq!(peak_flops("NVIDIA GeForce RTX 4090", Precision::F32), None);
+    }
 }

@@ -51,6 +51,16 @@ pub fn p_value(p: f64) -> String {
     }
 }
 
+/// `95` -> `1m35s`, `7300` -> `2h01m`.
+pub fn duration(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! scratch folder laid out like a clone (sweeps/, the reference results), with the sweep
 //! files it tells the reader to save. `attnres ...` runs this build's binary and must exit 0;
 //! `make TARGET` must be a target the Makefile can plan (`make -n`), since those targets
-//! build, set up or test the whole project.
+//! build, set up or test the whole project; `tensorboard ...` must find the runs' curves.
 
 #[path = "common/run.rs"]
 mod run;
@@ -123,8 +123,31 @@ fn every_readme_command_runs() {
                                 stderr(&out)
                             );
                         }
+                        // TensorBoard itself, from the venv `make setup` fills, in its
+                        // `--inspect` mode: it must find the runs' loss curves.
+                        "tensorboard" => {
+                            let venv = std::env::var_os("TENSORBOARD_VENV").map_or_else(
+                                || {
+                                    Path::new(&std::env::var("HOME").unwrap())
+                                        .join(".cache/attnres/tensorboard-venv")
+                                },
+                                std::path::PathBuf::from,
+                            );
+                            let out = std::process::Command::new(venv.join("bin/tensorboard"))
+                                .current_dir(dir)
+                                .arg("--inspect")
+                                .args(&words[1..])
+                                .output()
+                                .expect("tensorboard is missing: run `make setup`");
+                            let text = String::from_utf8_lossy(&out.stdout);
+                            assert!(
+                                out.status.success() && text.contains("loss/train"),
+                                "README.md: `{line}` found no loss curves:\n{text}{}",
+                                stderr(&out)
+                            );
+                        }
                         other => panic!(
-                            "README.md: `{line}`: this test runs `attnres` and `make` lines only, not `{other}`"
+                            "README.md: `{line}`: this test runs `attnres`, `make` and `tensorboard` lines only, not `{other}`"
                         ),
                     }
                 }

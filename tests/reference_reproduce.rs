@@ -14,12 +14,13 @@ use std::path::Path;
 use attnres::store::metrics::read_layers;
 use run::*;
 
-/// steps.csv without its timing columns (wall_s, tokens_per_s).
+/// steps.csv without its timing columns (wall_s, tokens_per_s) and `grad_norm`, which the
+/// committed runs predate.
 fn losses(run: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(run.join("steps.csv")).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let keep: Vec<usize> = (0..header.len())
-        .filter(|&i| !matches!(header[i], "wall_s" | "tokens_per_s"))
+        .filter(|&i| !matches!(header[i], "wall_s" | "tokens_per_s" | "grad_norm"))
         .collect();
     text.lines()
         .map(|l| {

@@ -7,6 +7,11 @@
 //! median, so the first steps' warm-up and an occasional stall do not move it). Runs are
 //! paired by seed at the size the multiplier is read at; the ratio is the geometric mean of
 //! the per-seed ratios, with a Student-t interval on their logarithms.
+//!
+//! The wall-clock multiplier's interval carries both uncertainties: on the log scale, its
+//! half-width on each side is the root-sum-square of the compute multiplier's bootstrap
+//! half-width and the ratio's t half-width. Loss noise comes from the seeds and timing noise
+//! from the machine, so they are taken as independent.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,8 +36,8 @@ pub struct WallClock {
     pub speed_hi: f64,
     /// Seeds paired.
     pub seeds: usize,
-    /// The compute multiplier times `speed_ratio`; its interval is the compute multiplier's
-    /// bootstrap interval times `speed_ratio` (the ratio's own spread is printed beside it).
+    /// The compute multiplier times `speed_ratio`; its interval combines the compute
+    /// multiplier's bootstrap interval and the ratio's (module docs).
     pub multiplier: Estimate,
     /// Where the runs were timed: CPU or GPU, backend and threads.
     pub machine: String,
@@ -98,8 +103,8 @@ pub fn wall_clock(runs: &[LoadedRun], fit: &FitReport) -> Result<Vec<WallClock>,
             seeds: n,
             multiplier: Estimate {
                 value: m.value * r,
-                lo: m.lo * r,
-                hi: m.hi * r,
+                lo: m.value * r * (-combined(m.value.ln() - m.lo.ln(), half)).exp(),
+                hi: m.value * r * combined(m.hi.ln() - m.value.ln(), half).exp(),
                 mc_error: m.mc_error.map(|e| e * r),
             },
             machine: machines[0].clone(),
@@ -111,6 +116,17 @@ pub fn wall_clock(runs: &[LoadedRun], fit: &FitReport) -> Result<Vec<WallClock>,
         ));
     }
     Ok(out)
+}
+
+/// Two independent log-scale half-widths as one; one seed (no ratio interval) leaves the
+/// multiplier's alone, and an infinite end stays infinite.
+fn combined(multiplier_half: f64, ratio_half: f64) -> f64 {
+    let ratio_half = if ratio_half.is_finite() {
+        ratio_half
+    } else {
+        0.0
+    };
+    multiplier_half.hypot(ratio_half)
 }
 
 /// `AMD EPYC (avx2), tch, 1 thread`: what a run's time per token depends on.
@@ -127,4 +143,20 @@ fn machine(r: &LoadedRun) -> String {
         None => String::new(),
     };
     format!("{chip}, {}{threads}", s.backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::combined;
+
+    #[test]
+    fn half_widths_add_in_quadrature_and_keep_infinite_ends() {
+        assert!((combined(0.03, 0.04) - 0.05).abs() < 1e-12);
+        assert_eq!(
+            combined(0.03, f64::NAN),
+            0.03,
+            "one seed: no timing interval"
+        );
+        assert_eq!(combined(f64::INFINITY, 0.1), f64::INFINITY);
+    }
 }

@@ -4,6 +4,7 @@ mod analyze;
 mod bench;
 mod cost;
 mod data;
+mod metrics;
 mod model;
 mod power;
 mod slurm;
@@ -11,6 +12,7 @@ mod speed;
 mod status;
 mod sweep;
 mod train;
+mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +49,9 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Write a run's final weights as safetensors.
     Export(train::ExportArgs),
+    /// Every run's scalars in one table (CSV, JSON Lines), or the sweep's TensorBoard files
+    /// rebuilt from its run folders.
+    ExportMetrics(metrics::ExportMetricsArgs),
     /// Mean next-token loss and bits per byte of a run's model on a text file.
     Score(train::ScoreArgs),
     /// Corpus set-up (fetch the built-in corpora once).
@@ -59,6 +64,8 @@ pub enum Command {
     Cost(cost::CostArgs),
     /// Cancel a sweep's Slurm jobs.
     Cancel(sweep::SweepArgs),
+    /// A live view of a sweep: running runs, counts, and the time left by FLOPs.
+    Watch(watch::WatchArgs),
     /// One Slurm array task: train the manifest's run at this index (used by `--executor slurm`).
     #[command(hide = true)]
     Task(slurm::TaskArgs),
@@ -75,12 +82,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => analyze::run_compare(args),
         Command::Train(args) => train::run_train(args),
         Command::Export(args) => train::run_export(args),
+        Command::ExportMetrics(args) => metrics::run(args),
         Command::Score(args) => train::run_score(args),
         Command::Data(args) => data::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Power(args) => power::run(args),
         Command::Cost(args) => cost::run(args),
         Command::Cancel(args) => slurm::run_cancel(args),
+        Command::Watch(args) => watch::run(args),
         Command::Task(args) => slurm::run_task(args),
     }
 }

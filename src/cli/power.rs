@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::InputError;
 use super::analyze::print_table;
-use super::speed::{Speed, duration};
+use super::speed::Speed;
 use crate::analysis::design::Design;
 use crate::analysis::fit::{EMode, Law};
 use crate::analysis::multiplier::{FitOptions, analyse};
@@ -16,6 +16,7 @@ use crate::analysis::power::{
     sd_interval, seeds_at_size,
 };
 use crate::analysis::views::fit_points;
+use crate::fmt::duration;
 use crate::model::flops::{PFLOPS_DAY, flops_exact};
 use crate::spec::Sweep;
 

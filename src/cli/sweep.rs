@@ -4,13 +4,14 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::speed::{Speed, duration};
 use super::status::task_column;
 use super::train::DeviceArgs;
 use super::{InputError, thousands};
 use crate::backend::BackendKind;
 use crate::fmt::bytes_text;
+use crate::fmt::duration;
 use crate::model::flops::{PFLOPS_DAY, param_counts};
+use crate::runner::eta::{Clock, Source, tokens_done};
 use crate::runner::{Filter, RunOutcome, RunnerOptions, outcome_text, run_sweep, view};
 use crate::spec::Sweep;
 use crate::store::{RunDir, RunState};
@@ -165,7 +166,11 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
         plan.jobs,
     )?;
     let root = sweep.results_dir(&args.results);
-    let speed = Speed::of(&root, &plan.device);
+    let clock = Clock::measure(
+        &sweep.runs,
+        &root,
+        crate::backend::gpu_index(&plan.device).is_some(),
+    );
     println!(
         "sweep {} ({}): {} runs{}",
         sweep.file.name,
@@ -199,6 +204,7 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
         }
     );
     let (mut tokens, mut flops, mut seconds, mut n) = (0u64, 0f64, 0f64, 0);
+    let mut left_sizes: Vec<&str> = Vec::new();
     for run in sweep
         .runs
         .iter()
@@ -219,7 +225,7 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
             thousands(spec.total_tokens()),
             f,
             bytes_text(spec.memory().total()),
-            duration(f / speed.flops_per_s),
+            duration(f / clock.speed(&run.size).0),
             if state.holder.is_some() {
                 "running"
             } else {
@@ -231,16 +237,36 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
         tokens += spec.total_tokens();
         flops += f;
         if state.state != RunState::Done {
-            seconds += f / speed.flops_per_s;
+            if !left_sizes.contains(&run.size.as_str()) {
+                left_sizes.push(&run.size);
+            }
+            let dir = RunDir::new(root.join(&run.id));
+            seconds += clock.seconds_left(run, tokens_done(run, &dir));
         }
     }
+    let left = match left_sizes.is_empty() {
+        true => "nothing left to train".to_string(),
+        false => format!(
+            "left to train: ~{} by FLOPs left ({})",
+            duration(seconds),
+            clock.describe(&left_sizes)
+        ),
+    };
     println!(
-        "\ntotal: {n} runs, {} tokens, {flops:.3e} FLOPs ({:.3e} PF-days); left to train: ~{} {}",
+        "\ntotal: {n} runs, {} tokens, {flops:.3e} FLOPs ({:.3e} PF-days); {left}",
         thousands(tokens),
         flops / PFLOPS_DAY,
-        duration(seconds),
-        speed.text()
     );
+    if left_sizes
+        .iter()
+        .any(|size| clock.speed(size).1 == Source::Assumed)
+    {
+        println!(
+            "the assumed speed is the same for every arm; `attnres bench --split --sizes {}` \
+             measures it arm by arm beforehand",
+            sweep.path.display()
+        );
+    }
     Ok(())
 }
 

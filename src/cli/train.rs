@@ -40,6 +40,7 @@ impl DeviceArgs {
             progress: None,
             stop: None,
             lost: None,
+            events: None,
         }
     }
 }
@@ -79,6 +80,7 @@ pub fn run_train(args: TrainArgs) -> anyhow::Result<()> {
     };
     let opts = TrainOptions {
         lost: Some(lease.lost_flag()),
+        events: Some(dir.root.join("tb")),
         ..args.device.options()
     };
     match train(&spec, &dir, &opts)? {

@@ -6,6 +6,7 @@ use crate::analysis::bootstrap::Resampling;
 use crate::analysis::figures::Profile;
 use crate::analysis::multiplier::FitReport;
 use crate::analysis::paired::{PairedRow, PairedTable};
+use crate::analysis::wall_clock::WallClock;
 
 /// An arm is called unstable when its largest hidden-state RMS, or the spread of its gradient
 /// norm across depth, is this many times the median over the sweep's arms.
@@ -273,8 +274,28 @@ fn wall_clock(e: &Evidence) -> Option<String> {
             )
         })
         .collect();
+    let side = |pick: fn(&WallClock) -> bool| -> Vec<String> {
+        fit.wall_clock
+            .iter()
+            .filter(|w| pick(w))
+            .map(|w| format!("`{}`", w.arm))
+            .collect()
+    };
+    let (above, below) = (
+        side(|w| w.multiplier.lo > 1.0),
+        side(|w| w.multiplier.hi < 1.0),
+    );
+    let verdict = match (above.is_empty(), below.is_empty()) {
+        (true, true) => "no interval excludes 1 once timing noise is counted".to_string(),
+        _ => [(above, "above"), (below, "below")]
+            .into_iter()
+            .filter(|(arms, _)| !arms.is_empty())
+            .map(|(arms, side)| format!("{} lies {side} 1", arms.join(" and ")))
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
     Some(format!(
-        "Per unit of training time on {} (runs at `{}` timed per step, paired by seed), the multipliers are {}.",
+        "Per unit of training time on {} (runs at `{}` timed per step, paired by seed; intervals count timing noise too), the multipliers are {}: {verdict}.",
         first.machine,
         first.size,
         list.join(", ")

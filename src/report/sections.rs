@@ -83,7 +83,9 @@ pub fn build(
         more: &probe_findings,
     };
     doc.h(2, "Findings");
-    doc.list(findings(&evidence));
+    let mut list = findings(&evidence);
+    list.extend(cpu_note(&a.runs));
+    doc.list(list);
     setup(&mut doc, sweep, a);
     runs_table(&mut doc, &a.runs);
     if several_tasks {
@@ -252,7 +254,7 @@ fn wall_clock(doc: &mut Doc, r: &FitReport) {
     if let Some(w) = r.wall_clock.first() {
         doc.h(3, "Per unit of training time");
         doc.p(format!(
-            "The wall-clock multiplier is the compute multiplier times the baseline's time per token over the arm's, on {}. Time per token is each run's median over its steps; runs at `{}` are paired by seed.",
+            "The wall-clock multiplier is the compute multiplier times the baseline's time per token over the arm's, on {}. Time per token is each run's median over its steps; runs at `{}` are paired by seed. The 95% interval combines the compute multiplier's bootstrap interval with the time ratio's t-interval (root-sum-square of their half-widths on the log scale).",
             w.machine, w.size
         ));
         doc.table(&WALL_CLOCK_HEADER, wall_clock_rows(r));
@@ -315,4 +317,28 @@ fn paired(
         );
     }
     Ok(())
+}
+
+/// A note when the runs were trained on more than one CPU kind, whose kernels round
+/// differently (docs/statistics.md, "Runs on other CPUs").
+fn cpu_note(runs: &[crate::analysis::load::LoadedRun]) -> Option<String> {
+    let mut kinds: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r.summary.cpu.as_deref())
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    if kinds.len() < 2 {
+        return None;
+    }
+    let unknown = runs.iter().filter(|r| r.summary.cpu.is_none()).count();
+    let unrecorded = match unknown {
+        0 => String::new(),
+        n => format!(", and {n} do not record theirs"),
+    };
+    Some(format!(
+        "Note: these runs were trained on {} CPU kinds ({}){unrecorded}; CPUs round differently, which moves a final loss by up to about one seed's noise.",
+        kinds.len(),
+        kinds.join("; ")
+    ))
 }

@@ -133,7 +133,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
     });
     let overall = multi.add(ProgressBar::new(todo.len() as u64));
     if let Ok(style) = ProgressStyle::with_template(
-        "{prefix:>12} [{bar:30}] {pos}/{len} runs (elapsed {elapsed}, ETA {eta})",
+        "{prefix:>12} [{bar:30}] {pos}/{len} runs (elapsed {elapsed}, {msg})",
     ) {
         overall.set_style(style.progress_chars("=> "));
     }
@@ -143,8 +143,22 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
     // the next queued job on the same stack, which interleaves whole training runs.
     let queue = Mutex::new(todo.iter());
     let finished = Mutex::new(Vec::new());
+    let active: Mutex<Vec<(&PlannedRun, ProgressBar)>> = Mutex::new(Vec::new());
     let total = todo.len();
     std::thread::scope(|scope| {
+        if terminal {
+            let gpu =
+                crate::backend::gpu_index(&opts.train.device).is_some() || !opts.devices.is_empty();
+            let left = || -> Vec<&PlannedRun> {
+                let done = finished.lock().unwrap_or_else(|e| e.into_inner());
+                todo.iter()
+                    .filter(|r| !done.iter().any(|(d, _): &(PlannedRun, _)| d.id == r.id))
+                    .copied()
+                    .collect()
+            };
+            let (bar, root, active) = (&overall, &root, &active);
+            scope.spawn(move || super::eta::keep_bar_current(bar, sweep, root, gpu, left, active));
+        }
         for device in &slots {
             scope.spawn(|| {
                 loop {
@@ -153,6 +167,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
                     let dir = RunDir::new(root.join(&run.id));
                     let bar = multi.insert_before(&overall, ProgressBar::new(0));
                     bar.set_prefix(format!("{} {}", run.size, run.arm));
+                    lock(&active).push((run, bar.clone()));
                     let train_opts = TrainOptions {
                         threads: Some(threads),
                         progress: Some(bar.clone()),
@@ -160,6 +175,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
                         ..opts.train.clone()
                     };
                     let outcome = train_leased(run, &dir, &train_opts);
+                    lock(&active).retain(|(r, _)| r.id != run.id);
                     bar.finish_and_clear();
                     multi.remove(&bar);
                     overall.inc(1);
@@ -185,14 +201,24 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
     Ok(report)
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub(super) fn train_leased(run: &PlannedRun, dir: &RunDir, opts: &TrainOptions) -> RunOutcome {
     let lease = match Lease::try_acquire(dir) {
         Ok(Claim::Held(lease)) => lease,
         Ok(Claim::Busy(holder)) => return RunOutcome::Busy(holder.describe()),
         Err(e) => return RunOutcome::Failed(e.to_string()),
     };
+    // The sweep's TensorBoard folder: `tensorboard --logdir` on the sweep shows runs by name.
+    let events = dir
+        .root
+        .parent()
+        .map(|sweep| sweep.join("tensorboard").join(run.tensorboard_name()));
     let opts = TrainOptions {
         lost: Some(lease.lost_flag()),
+        events,
         ..opts.clone()
     };
     let result = guarded(dir, || train(&run.spec, dir, &opts));

@@ -2,6 +2,7 @@
 //! (`--jobs`), show progress, and report what happened. A failed run never stops the sweep.
 
 pub mod capacity;
+pub mod eta;
 mod filter;
 mod local;
 pub mod slurm;

@@ -21,6 +21,20 @@ impl PlannedRun {
     pub fn task(&self) -> String {
         self.spec.data.corpus.label()
     }
+
+    /// Its name in TensorBoard's run list: `mini block S=2 seed 3 (025fe2511f)`, with the
+    /// task after the seed for synthetic tasks (`khop hops=2`); the id keeps names apart
+    /// where runs differ in another axis.
+    pub fn tensorboard_name(&self) -> String {
+        let task = match self.spec.data.corpus.difficulty() {
+            Some(_) => format!(" {}", self.task()),
+            None => String::new(),
+        };
+        format!(
+            "{} {} seed {}{task} ({})",
+            self.size, self.arm, self.seed, self.id
+        )
+    }
 }
 
 /// One run of a sweep, with the axis values it came from.

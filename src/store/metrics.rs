@@ -10,8 +10,11 @@ use polars_io::prelude::*;
 
 use super::{StoreError, tmp_path, write_atomic};
 
-pub const STEPS_HEADER: &str =
-    "step,tokens,lr,loss/train,loss/val,acc/val,flops_exact,flops_6nd,wall_s,tokens_per_s";
+pub const STEPS_HEADER: &str = "step,tokens,lr,loss/train,loss/val,acc/val,flops_exact,flops_6nd,\
+     wall_s,tokens_per_s,grad_norm";
+
+/// Columns of a row: older runs' files lack the last (`grad_norm`).
+const COLUMNS: [usize; 2] = [10, 11];
 
 /// One optimizer step. Validation columns are empty except at evals.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +30,8 @@ pub struct StepRow {
     pub flops_6nd: f64,
     pub wall_s: f64,
     pub tokens_per_s: f64,
+    /// The gradient's global norm before clipping (absent in older runs).
+    pub grad_norm: Option<f32>,
 }
 
 impl StepRow {
@@ -34,7 +39,7 @@ impl StepRow {
     pub fn to_csv(&self) -> String {
         let opt = |v: Option<f32>| v.map(|x| x.to_string()).unwrap_or_default();
         format!(
-            "{},{},{:e},{},{},{},{:e},{:e},{:.3},{:.1}",
+            "{},{},{:e},{},{},{},{:e},{:e},{:.3},{:.1},{}",
             self.step,
             self.tokens,
             self.lr,
@@ -44,7 +49,8 @@ impl StepRow {
             self.flops_exact,
             self.flops_6nd,
             self.wall_s,
-            self.tokens_per_s
+            self.tokens_per_s,
+            opt(self.grad_norm)
         )
     }
 }
@@ -77,14 +83,14 @@ pub fn truncate_steps(path: &Path, step: u64) -> Result<(), StoreError> {
         return Ok(());
     }
     let text = fs::read_to_string(path).map_err(|e| StoreError::io(path, e))?;
-    let mut kept = vec![STEPS_HEADER.to_string()];
+    // The file's own header: an older run resumed keeps its columns' names.
+    let header = text.lines().next().unwrap_or(STEPS_HEADER);
+    let mut kept = vec![header.to_string()];
     for line in text.lines().skip(1) {
         let fields = line.split(',').count();
         let row_step = line.split(',').next().and_then(|s| s.parse::<u64>().ok());
         match row_step {
-            Some(s) if s <= step && fields == STEPS_HEADER.split(',').count() => {
-                kept.push(line.to_string())
-            }
+            Some(s) if s <= step && COLUMNS.contains(&fields) => kept.push(line.to_string()),
             _ => {}
         }
     }
@@ -96,34 +102,49 @@ pub fn truncate_steps(path: &Path, step: u64) -> Result<(), StoreError> {
 /// Parses `steps.csv` (written by [`append_steps`]).
 pub fn read_steps(path: &Path) -> Result<Vec<StepRow>, StoreError> {
     let text = fs::read_to_string(path).map_err(|e| StoreError::io(path, e))?;
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate().skip(1) {
+    text.lines()
+        .enumerate()
+        .skip(1)
+        .map(|(i, line)| {
+            StepRow::parse(line)
+                .ok_or_else(|| StoreError::corrupt(path, format!("line {}: `{line}`", i + 1)))
+        })
+        .collect()
+}
+
+impl StepRow {
+    /// The row of a steps.csv line; None if it is not one.
+    pub fn parse(line: &str) -> Option<Self> {
         let f: Vec<&str> = line.split(',').collect();
-        let bad = || StoreError::corrupt(path, format!("line {}: `{line}`", i + 1));
-        if f.len() != STEPS_HEADER.split(',').count() {
-            return Err(bad());
+        if !COLUMNS.contains(&f.len()) {
+            return None;
         }
-        let opt = |s: &str| -> Result<Option<f32>, StoreError> {
-            if s.is_empty() {
-                Ok(None)
-            } else {
-                s.parse().map(Some).map_err(|_| bad())
+        let opt = |s: &str| -> Option<Option<f32>> {
+            match s {
+                "" => Some(None),
+                s => s.parse().ok().map(Some),
             }
         };
-        rows.push(StepRow {
-            step: f[0].parse().map_err(|_| bad())?,
-            tokens: f[1].parse().map_err(|_| bad())?,
-            lr: f[2].parse().map_err(|_| bad())?,
-            loss_train: f[3].parse().map_err(|_| bad())?,
+        Some(Self {
+            step: f[0].parse().ok()?,
+            tokens: f[1].parse().ok()?,
+            lr: f[2].parse().ok()?,
+            loss_train: f[3].parse().ok()?,
             loss_val: opt(f[4])?,
             acc_val: opt(f[5])?,
-            flops_exact: f[6].parse().map_err(|_| bad())?,
-            flops_6nd: f[7].parse().map_err(|_| bad())?,
-            wall_s: f[8].parse().map_err(|_| bad())?,
-            tokens_per_s: f[9].parse().map_err(|_| bad())?,
-        });
+            flops_exact: f[6].parse().ok()?,
+            flops_6nd: f[7].parse().ok()?,
+            wall_s: f[8].parse().ok()?,
+            tokens_per_s: f[9].parse().ok()?,
+            grad_norm: f.get(10).map_or(Some(None), |s| opt(s))?,
+        })
     }
-    Ok(rows)
+
+    /// The row as steps.csv stores it (times and rates rounded), so that what is logged
+    /// elsewhere (TensorBoard) equals what the file holds.
+    pub fn as_stored(&self) -> Self {
+        Self::parse(&self.to_csv()).unwrap_or_else(|| self.clone())
+    }
 }
 
 /// One probe value: `metric` (in_rms, out_rms, grad_norm) of sublayer `layer` at `step`.

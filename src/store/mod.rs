@@ -2,10 +2,12 @@
 //! the lease that keeps two runners from training one run.
 //! Knows nothing of burn; checkpoints are written by `train` into [`RunDir::checkpoint`].
 
+pub mod event_file;
 pub mod lease;
 pub mod metrics;
 pub mod root;
 pub mod status;
+pub mod tensorboard;
 
 use std::fs;
 use std::io::Write;

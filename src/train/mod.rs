@@ -32,6 +32,9 @@ pub struct TrainOptions {
     /// Set when this process no longer holds the run's lease (store::lease): stop at once
     /// and write nothing more into the run folder, which is another runner's now.
     pub lost: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The folder for the run's TensorBoard event file (a sweep's
+    /// `tensorboard/SIZE ARM seed N (ID)`); None writes none.
+    pub events: Option<std::path::PathBuf>,
 }
 
 /// How a call to [`train`] ended.
@@ -84,6 +87,10 @@ pub struct Summary {
     /// run retrains bit for bit only on the kind it was trained on (absent in older runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
+    /// The libtorch release a `tch` run used (`2.9.0`, `2.11.0+cu130`): its kernels round
+    /// differently from release to release (absent in older runs and on other backends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libtorch: Option<String>,
     /// The GPU it trained on, if any, and whether its f32 matmuls ran as TF32 (which rounds
     /// differently): `NVIDIA H200, TF32 matmuls` (absent in older runs and on a CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]

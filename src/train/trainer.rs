@@ -93,6 +93,8 @@ struct Trainer<'a> {
     layers: Vec<LayerRow>,
     depth: Vec<DepthRow>,
     total_steps: u64,
+    /// The device's peak FLOP/s at the run's precision, where known (for MFU).
+    peak_flops: Option<f64>,
 }
 
 impl<'a> Trainer<'a> {
@@ -114,6 +116,8 @@ impl<'a> Trainer<'a> {
             layers: Vec::new(),
             depth: Vec::new(),
             total_steps: spec.total_steps(),
+            peak_flops: backend::gpu_model(&opts.device)
+                .and_then(|gpu| backend::peak_flops(&gpu, spec.train.precision)),
         })
     }
 
@@ -124,6 +128,7 @@ impl<'a> Trainer<'a> {
             step: state.step,
             total_steps: self.total_steps,
         })?;
+        let mut events = self.open_events(&state)?;
         let bar = self.progress_bar(state.step);
         if state.step > 0 {
             // Said on stderr (above any bars), so logs show where a run picked up.
@@ -188,6 +193,7 @@ impl<'a> Trainer<'a> {
                 wall_s: state.wall_s,
                 tokens_per_s: (rows * spec.model.context) as f64
                     / step_start.elapsed().as_secs_f64(),
+                grad_norm: Some(norm),
             };
             if self.lost() {
                 bar.abandon_with_message(format!("lease lost at step {}", state.step));
@@ -197,6 +203,7 @@ impl<'a> Trainer<'a> {
                 self.evaluate(&model, done, &grad_norms, &mut row)?;
             }
             metrics::append_steps(&dir.steps(), std::slice::from_ref(&row))?;
+            self.log_events(events.as_mut(), &row)?;
             let ckpt_every = spec.train.checkpoint_every as u64;
             let stop = self
                 .opts

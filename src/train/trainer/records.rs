@@ -12,7 +12,8 @@ use super::Trainer;
 use crate::backend;
 use crate::model::flops::{flops_6nd, flops_exact, param_counts};
 use crate::model::residual::Probes;
-use crate::store::metrics::{self, DepthRow, LayerRow};
+use crate::store::metrics::{self, DepthRow, LayerRow, StepRow};
+use crate::store::tensorboard::{self, RunEvents, StepScalars};
 
 impl Trainer<'_> {
     pub(super) fn bits_per_byte(&self, loss: f32) -> Option<f32> {
@@ -58,6 +59,46 @@ impl Trainer<'_> {
                 });
             }
         }
+    }
+
+    /// The run's event file, begun afresh from the metrics up to `state`'s step (a resumed
+    /// run's are cut back to its checkpoint by then); None when the options ask for none.
+    pub(super) fn open_events(&self, state: &CheckpointState) -> anyhow::Result<Option<RunEvents>> {
+        let Some(folder) = &self.opts.events else {
+            return Ok(None);
+        };
+        let steps = match state.step {
+            0 => Vec::new(),
+            _ => metrics::read_steps(&self.dir.steps())?,
+        };
+        let history = tensorboard::history(&steps, &self.layers, &self.depth, self.peak_flops);
+        let start = tensorboard::unix_now() - state.wall_s;
+        Ok(Some(RunEvents::rewrite(folder, start, &history)?))
+    }
+
+    /// Step `row` (and its probes, at an evaluation) into the event file.
+    pub(super) fn log_events(
+        &self,
+        events: Option<&mut RunEvents>,
+        row: &StepRow,
+    ) -> anyhow::Result<()> {
+        let Some(events) = events else {
+            return Ok(());
+        };
+        let row = row.as_stored();
+        let mut values = tensorboard::row_scalars(&row, self.peak_flops);
+        if row.loss_val.is_some() {
+            let layers: Vec<&LayerRow> =
+                self.layers.iter().filter(|r| r.step == row.step).collect();
+            let depth: Vec<&DepthRow> = self.depth.iter().filter(|r| r.step == row.step).collect();
+            values.extend(tensorboard::probe_scalars(&layers, &depth));
+        }
+        events.write(&StepScalars {
+            step: row.step,
+            wall_s: row.wall_s,
+            values,
+        })?;
+        Ok(())
     }
 
     pub(super) fn progress_bar(&self, position: u64) -> ProgressBar {
@@ -115,6 +156,7 @@ impl Trainer<'_> {
             device: self.opts.device.clone(),
             threads: self.opts.threads,
             cpu: Some(backend::cpu_model()),
+            libtorch: backend::libtorch_release(self.opts.backend),
             gpu: backend::gpu_model(&self.opts.device),
             git_commit: env!("ATTNRES_GIT_COMMIT").into(),
             version: env!("CARGO_PKG_VERSION").into(),

@@ -206,7 +206,7 @@ pub(super) fn print_split(r: &SplitReport) {
         println!(
             "the sweep's {} training tokens: about {} of training steps with {} x {}",
             crate::fmt::thousands(tokens.round() as u64),
-            crate::cli::speed::duration(tokens / best.tokens_per_s_median),
+            crate::fmt::duration(tokens / best.tokens_per_s_median),
             best.jobs,
             best.threads
         );
