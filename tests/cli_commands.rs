@@ -60,7 +60,7 @@ fn run_ids(results: &Path) -> Vec<String> {
     let mut ids: Vec<String> = std::fs::read_dir(results.join("tiny"))
         .map(|d| {
             d.map(|e| e.unwrap().path())
-                .filter(|p| p.is_dir())
+                .filter(|p| p.join("spec.json").exists())
                 .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
                 .collect()
         })
@@ -785,12 +785,12 @@ fn a_run_leased_by_a_live_host_is_skipped_and_a_silent_hosts_lease_is_taken_over
     assert!(!lease.exists(), "the lease is released after training");
 }
 
-/// The one run folder of sweep `name` under `results`.
+/// The one run folder of sweep `name` under `results` (beside it: `tensorboard/`).
 fn only_run(results: &Path, name: &str) -> PathBuf {
     let runs: Vec<PathBuf> = std::fs::read_dir(results.join(name))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.join("spec.json").exists())
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     runs[0].clone()

@@ -113,7 +113,7 @@ train: {batch_size: 8, lr: 0.003, budget: {tokens: 8000}, eval_every: 5, eval_ba
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.is_dir())
+        .find(|p| p.join("spec.json").exists())
         .expect("a run folder");
     let status: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).unwrap()).unwrap();

@@ -3,14 +3,14 @@
 
 use super::figures::Grid;
 use super::load::LoadedRun;
-use super::views::{arms, largest_size};
+use super::views::{arms, profile_size};
 use crate::model::config::ResidualConfig;
 use crate::store::metrics::read_depth;
 
-/// Fig. 8 at the largest size, as the mean over seeds of each run's weights at its last
-/// probe: the AttnRes arms' weights of each mixing step over its sources, and apart (their
-/// own scale: hyper-connections' are signed) the multi-stream arms' read weights of each
-/// layer over its streams.
+/// Fig. 8 at the profile size (`views::profile_size`), as the mean over seeds of each run's
+/// weights at its last probe: the AttnRes arms' weights of each mixing step over its
+/// sources, and apart (their own scale: hyper-connections' are signed) the multi-stream
+/// arms' read weights of each layer over its streams.
 pub struct DepthAttention {
     pub size: String,
     pub sources: Vec<Grid>,
@@ -27,7 +27,7 @@ pub fn depth_attention(runs: &[LoadedRun]) -> anyhow::Result<DepthAttention> {
         .cloned()
         .collect();
     let mut out = DepthAttention {
-        size: largest_size(&mixing).unwrap_or_default(),
+        size: profile_size(&mixing).unwrap_or_default(),
         sources: Vec::new(),
         streams: Vec::new(),
     };
@@ -41,14 +41,21 @@ pub fn depth_attention(runs: &[LoadedRun]) -> anyhow::Result<DepthAttention> {
             .map(|run| final_weights(run))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let Some(first) = mine.first() else { continue };
-        let Some(cells) = mean_cells(&grids) else {
+        let Some(mut cells) = mean_cells(&grids) else {
             continue;
         };
         let streams = first.planned.spec.model.residual.is_multi_stream();
+        let window = match &first.planned.spec.model.residual {
+            ResidualConfig::AttnRes(c) => c.window,
+            _ => None,
+        };
         let seeds = match mine.len() {
             1 => format!("seed {}", first.planned.seed),
             n => format!("mean of {n} seeds"),
         };
+        if window.is_some() {
+            cells.iter_mut().for_each(|row| latest_last(row));
+        }
         let rows = cells.len();
         let grid = Grid {
             title: format!("{arm} ({seeds})"),
@@ -61,8 +68,11 @@ pub fn depth_attention(runs: &[LoadedRun]) -> anyhow::Result<DepthAttention> {
                 })
                 .collect(),
             cols: (0..cells[0].len())
-                .map(|s| match (s, streams) {
-                    (0, false) => "emb".into(),
+                .map(|s| match (s, streams, window) {
+                    (0, false, _) => "emb".into(),
+                    // A window keeps the latest sources, whichever layers they are: -1 is
+                    // the latest.
+                    (_, false, Some(w)) => format!("-{}", w + 1 - s),
                     _ => s.to_string(),
                 })
                 .collect(),
@@ -93,6 +103,18 @@ fn final_weights(run: &LoadedRun) -> anyhow::Result<Vec<Vec<Option<f64>>>> {
         cells[r.layer as usize][r.source as usize] = Some(f64::from(r.weight));
     }
     Ok(cells)
+}
+
+/// A windowed step's row with its sources after the embedding moved to the right end, so
+/// that each column is one place back from the latest source (a step with fewer sources
+/// than the window leaves the oldest places empty).
+fn latest_last(row: &mut [Option<f64>]) {
+    if let Some(rest) = row.get_mut(1..) {
+        let kept: Vec<Option<f64>> = rest.iter().copied().filter(Option::is_some).collect();
+        let gap = rest.len() - kept.len();
+        rest.fill(None);
+        rest[gap..].copy_from_slice(&kept);
+    }
 }
 
 /// The cell-wise mean of same-shaped grids; None when they are empty or differ in shape.
@@ -133,10 +155,10 @@ pub struct RoutingCurve {
     pub points: Vec<(f64, f64, f64)>,
 }
 
-/// The routing curves of every Full or Block AttnRes arm with softmax weights at the largest
-/// size (sigmoid weights and the other families' mixing weights are not a distribution).
+/// The routing curves of every Full or Block AttnRes arm with softmax weights at the profile
+/// size (`views::profile_size`) (sigmoid weights and the other families' mixing weights are not a distribution).
 pub fn routing(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<RoutingCurve>)> {
-    let Some(size) = largest_size(runs) else {
+    let Some(size) = profile_size(runs) else {
         return Ok((String::new(), Vec::new()));
     };
     let mut out: Vec<RoutingCurve> = Vec::new();
@@ -198,4 +220,19 @@ pub fn routing(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<RoutingCurve>)
         }
     }
     Ok((size, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::latest_last;
+
+    #[test]
+    fn a_windowed_row_keeps_the_embedding_first_and_the_latest_source_last() {
+        let mut short = [Some(0.8), Some(0.2), None];
+        latest_last(&mut short);
+        assert_eq!(short, [Some(0.8), None, Some(0.2)]);
+        let mut full = [Some(0.5), Some(0.3), Some(0.2)];
+        latest_last(&mut full);
+        assert_eq!(full, [Some(0.5), Some(0.3), Some(0.2)]);
+    }
 }

@@ -151,10 +151,27 @@ pub fn largest_size(runs: &[LoadedRun]) -> Option<String> {
         .map(|r| r.planned.size.clone())
 }
 
+/// The size whose depth profiles (Fig. 5 and 8) a report shows: the deepest of the sizes
+/// within 25% of the largest non-embedding parameter count. In a scaling sweep that is the
+/// largest size; in a depth/width family at one parameter count, its deepest shape, where
+/// mixing over depth has the most layers to act on.
+pub fn profile_size(runs: &[LoadedRun]) -> Option<String> {
+    let largest = runs.iter().map(|r| r.summary.params.non_embedding).max()?;
+    runs.iter()
+        .filter(|r| r.summary.params.non_embedding as f64 >= 0.8 * largest as f64)
+        .max_by_key(|r| {
+            (
+                r.planned.spec.model.n_blocks,
+                r.summary.params.non_embedding,
+            )
+        })
+        .map(|r| r.planned.size.clone())
+}
+
 /// Fig. 5: per-sublayer probes at each run's final eval, averaged over seeds, per arm, at
-/// the largest size.
+/// the profile size ([`profile_size`]).
 pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile>)> {
-    let Some(size) = largest_size(runs) else {
+    let Some(size) = profile_size(runs) else {
         return Ok((String::new(), Vec::new()));
     };
     let at_size: Vec<LoadedRun> = runs

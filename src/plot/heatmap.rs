@@ -156,7 +156,8 @@ impl Heatmaps<'_> {
         Ok(())
     }
 
-    /// The shared colour scale under the panels, with its ends and what it measures.
+    /// The shared colour scale under the panels: five labelled ticks, and what it measures
+    /// under them.
     fn draw_colour_bar<DB: DrawingBackend>(
         &self,
         legend: &DrawingArea<DB, Shift>,
@@ -196,14 +197,16 @@ impl Heatmaps<'_> {
                 ))
                 .map_err(err)?;
         }
+        // What the scale measures, centred under its tick labels: beside the bar it ran off
+        // the left edge of a one-panel figure.
         let style = (FONT, 13)
             .into_font()
             .color(&BLACK)
-            .pos(Pos::new(HPos::Right, VPos::Center));
+            .pos(Pos::new(HPos::Center, VPos::Top));
         legend
             .draw(&Text::new(
                 self.scale_desc.clone(),
-                (bar_x0 - 12, 16),
+                ((bar_x0 + bar_x1) / 2, 48),
                 style,
             ))
             .map_err(err)?;
@@ -215,7 +218,7 @@ impl Figure for Heatmaps<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let (title_area, rest) = area.split_vertically(44);
         title_area.titled(&self.title, (FONT, 21)).map_err(err)?;
-        let (body, legend) = rest.split_vertically(rest.dim_in_pixel().1 - 56);
+        let (body, legend) = rest.split_vertically(rest.dim_in_pixel().1 - 70);
         let values = self
             .panels
             .iter()

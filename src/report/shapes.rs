@@ -113,6 +113,10 @@ pub fn depth_width_section(
         )?,
         "Validation loss against d_model / n_blocks at each fixed non-embedding parameter count, seed means with 95% Student-t intervals; left is deeper and narrower.",
     );
+    if targets.len() < 2 {
+        doc.p("With one fixed size, its shapes lie on one line of the width-by-depth grid, so the figure above holds all of it and no grid is drawn.");
+        return Ok(());
+    }
     let grids: Vec<_> = grids.into_iter().map(|(g, ..)| g).collect();
     doc.figure(
         plot::depth_width(figs, &format!("{name}: loss over depth and width"), &grids)?,

@@ -67,7 +67,7 @@ pub(super) fn depth_attention_section(
                 &weights.sources,
                 ("Source", "Mixing step (out = the output's)"),
             )?,
-            "The mean weight each mixing step puts on each source at the end of training, averaged over seeds (each panel says how many). Sources: `emb` is the embedding; then, for Full AttnRes, each earlier layer's output, and for Block AttnRes, each completed block. In a block after its first layer, a row's last cell is the block's partial sum.",
+            "The mean weight each mixing step puts on each source at the end of training, averaged over seeds (each panel says how many). Sources: `emb` is the embedding; then, for Full AttnRes, each earlier layer's output, and for Block AttnRes, each completed block. In a block after its first layer, a row's last cell is the block's partial sum. With a window of W sources, the columns after `emb` are the W latest, -1 the latest.",
         );
     }
     if !weights.streams.is_empty() {
@@ -149,7 +149,8 @@ pub(super) fn depth_cost(
     Ok(())
 }
 
-/// Fig. 5 and its table: the per-block view of SPEC section 8 at the largest size.
+/// Fig. 5 and its table: the per-block view of SPEC section 8 at the profile size
+/// (`views::profile_size`).
 pub(super) fn magnitudes(
     doc: &mut Doc,
     size: &str,
