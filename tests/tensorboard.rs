@@ -171,6 +171,10 @@ fn every_scalar_equals_the_runs_metrics_files() {
         "Full AttnRes routes"
     );
     assert_matches_run(&events, &out);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let whole = summary["final_val"]["loss"].as_f64().unwrap() as f32;
+    assert_eq!(events["loss/val_whole_split"], [(24, whole)]);
 }
 
 #[test]

@@ -107,7 +107,10 @@ fn run_history(
     let peak = summary
         .and_then(|s| s.gpu.as_deref())
         .and_then(|gpu| crate::backend::peak_flops(gpu, run.spec.train.precision));
-    Ok(tensorboard::history(&steps, &layers, &depth, peak))
+    let final_val = summary.and_then(|s| s.final_val).map(|f| f.loss);
+    Ok(tensorboard::history(
+        &steps, &layers, &depth, peak, final_val,
+    ))
 }
 
 /// Unix time at which the run's clock (`wall_s`) was zero: from when it finished, or for an

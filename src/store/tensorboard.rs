@@ -3,6 +3,7 @@
 //! a view that can always be rebuilt from the run folder and never hold anything else.
 //!
 //! Tags: `loss/train`, `loss/val`, `acc/val`, `lr`, `grad_norm` (before clipping),
+//! `loss/val_whole_split` (once, at the end),
 //! `perf/tokens_per_s`, `perf/flops_per_s`, `perf/mfu` (where the device's peak is known);
 //! at each evaluation `hidden_rms/03 mlp` (a sublayer's input), `output_rms/03 mlp`,
 //! `layer_grad_norm/03 mlp`, `block_out_rms/05` and, for mixing steps whose weights form
@@ -14,6 +15,10 @@ use std::path::Path;
 use super::StoreError;
 use super::event_file::EventFile;
 use super::metrics::{DepthRow, LayerRow, StepRow};
+
+/// The finished run's validation loss on its whole validation split (`summary.json`
+/// `final_val.loss`, what the reports use), at its last step.
+pub const FINAL_VAL_TAG: &str = "loss/val_whole_split";
 
 /// The scalars of one step: its steps.csv row, and its probes at an evaluation.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,12 +93,14 @@ pub fn probe_scalars(layers: &[&LayerRow], depth: &[&DepthRow]) -> Vec<(String, 
     out
 }
 
-/// Every step's scalars, in step order, from a run's metrics.
+/// Every step's scalars, in step order, from a run's metrics; with a finished run's
+/// whole-split validation loss (`final_val`) last.
 pub fn history(
     steps: &[StepRow],
     layers: &[LayerRow],
     depth: &[DepthRow],
     peak_flops: Option<f64>,
+    final_val: Option<f32>,
 ) -> Vec<StepScalars> {
     let mut layer_rows: BTreeMap<u64, Vec<&LayerRow>> = BTreeMap::new();
     for row in layers {
@@ -103,7 +110,7 @@ pub fn history(
     for row in depth {
         depth_rows.entry(row.step).or_default().push(row);
     }
-    steps
+    let mut out: Vec<StepScalars> = steps
         .iter()
         .map(|row| {
             let mut values = row_scalars(row, peak_flops);
@@ -117,7 +124,15 @@ pub fn history(
                 values,
             }
         })
-        .collect()
+        .collect();
+    if let (Some(loss), Some(last)) = (final_val, steps.last()) {
+        out.push(StepScalars {
+            step: last.step,
+            wall_s: last.wall_s,
+            values: vec![(FINAL_VAL_TAG.into(), loss)],
+        });
+    }
+    out
 }
 
 /// A run's event file, appended to as it trains.
@@ -228,8 +243,9 @@ mod tests {
             metric: "in_rms".into(),
             value: 1.5,
         }];
-        let h = history(&[row(1), row(2)], &layers, &[], None);
-        assert_eq!(h.len(), 2);
+        let h = history(&[row(1), row(2)], &layers, &[], None, Some(1.9));
+        assert_eq!(h.len(), 3);
+        assert_eq!(h[2].values, [(FINAL_VAL_TAG.to_string(), 1.9)]);
         assert!(!h[0].values.iter().any(|(t, _)| t.starts_with("hidden_rms")));
         assert!(
             h[1].values

@@ -241,6 +241,7 @@ impl<'a> Trainer<'a> {
             return Ok(Outcome::Lost { step: state.step });
         }
         let final_val = self.final_validation(&model)?;
+        self.log_final_events(events.as_mut(), &state, final_val.loss)?;
         let summary = self.summarize(&state, final_val)?;
         write_json(&dir.summary(), &summary)?;
         dir.write_status(&Status::Done { steps: state.step })?;

@@ -71,7 +71,8 @@ impl Trainer<'_> {
             0 => Vec::new(),
             _ => metrics::read_steps(&self.dir.steps())?,
         };
-        let history = tensorboard::history(&steps, &self.layers, &self.depth, self.peak_flops);
+        let history =
+            tensorboard::history(&steps, &self.layers, &self.depth, self.peak_flops, None);
         let start = tensorboard::unix_now() - state.wall_s;
         Ok(Some(RunEvents::rewrite(folder, start, &history)?))
     }
@@ -98,6 +99,23 @@ impl Trainer<'_> {
             wall_s: row.wall_s,
             values,
         })?;
+        Ok(())
+    }
+
+    /// The whole-split validation loss of a finished run, at its last step.
+    pub(super) fn log_final_events(
+        &self,
+        events: Option<&mut RunEvents>,
+        state: &CheckpointState,
+        loss: f32,
+    ) -> anyhow::Result<()> {
+        if let Some(events) = events {
+            events.write(&StepScalars {
+                step: state.step,
+                wall_s: state.wall_s,
+                values: vec![(tensorboard::FINAL_VAL_TAG.into(), loss)],
+            })?;
+        }
         Ok(())
     }
 
