@@ -7,6 +7,7 @@ mod data;
 mod metrics;
 mod model;
 mod power;
+mod power_difference;
 mod slurm;
 mod speed;
 mod status;

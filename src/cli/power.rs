@@ -49,6 +49,10 @@ pub struct PowerArgs {
     /// the compute multiplier's interval is decided).
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<String>,
+    /// Plan for a loss difference of this many nats at one size instead of a multiplier:
+    /// for one-size sweeps, which have no scaling law (every arm unless --arm).
+    #[arg(long, conflicts_with_all = ["multiplier", "law", "sizes"])]
+    pub difference: Option<f64>,
     /// The reference arm.
     #[arg(long, default_value = "baseline")]
     pub baseline: String,
@@ -59,6 +63,17 @@ pub struct PowerArgs {
 pub fn run(args: PowerArgs) -> anyhow::Result<()> {
     let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
     let bad = |msg: String| InputError(format!("{}: {msg}", args.sweep.display()));
+    if let Some(difference) = args.difference {
+        for name in [Some(&args.baseline), args.arm.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            if !sweep.runs.iter().any(|r| &r.arm == name) {
+                anyhow::bail!(bad(format!("no arm `{name}` in the sweep")));
+            }
+        }
+        return super::power_difference::run(&args, &sweep, difference);
+    }
     let arm = match &args.arm {
         Some(a) => a.clone(),
         None => sweep
