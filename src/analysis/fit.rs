@@ -45,6 +45,22 @@ pub struct Law {
     pub e: f64,
 }
 
+/// `A,ALPHA,E` (`L = E + A C^-ALPHA`), as `power --law` takes it.
+impl std::str::FromStr for Law {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let v: Vec<f64> = text
+            .split(',')
+            .map(|x| x.trim().parse::<f64>().map_err(|e| format!("`{x}`: {e}")))
+            .collect::<Result<_, _>>()?;
+        match v[..] {
+            [a, alpha, e] if a > 0.0 && alpha > 0.0 && e >= 0.0 => Ok(Law { a, alpha, e }),
+            _ => Err("give three numbers A,ALPHA,E with A > 0, ALPHA > 0, E >= 0".into()),
+        }
+    }
+}
+
 impl Law {
     pub fn loss(&self, c: f64) -> f64 {
         self.e + self.a * c.powf(-self.alpha)

@@ -64,14 +64,6 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
     let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
     let bad = |msg: String| InputError(format!("{}: {msg}", args.sweep.display()));
     if let Some(difference) = args.difference {
-        for name in [Some(&args.baseline), args.arm.as_ref()]
-            .into_iter()
-            .flatten()
-        {
-            if !sweep.runs.iter().any(|r| &r.arm == name) {
-                anyhow::bail!(bad(format!("no arm `{name}` in the sweep")));
-            }
-        }
         return super::power_difference::run(&args, &sweep, difference);
     }
     let arm = match &args.arm {
@@ -134,7 +126,7 @@ pub fn run(args: PowerArgs) -> anyhow::Result<()> {
     .ok();
     let (law, law_source) = match (&args.law, &fitted) {
         (Some(text), _) => (
-            parse_law(text).map_err(|e| bad(format!("--law {text}: {e}")))?,
+            text.parse::<Law>().map_err(|e| bad(format!("--law {text}: {e}")))?,
             "given by --law".to_string(),
         ),
         (None, Some(f)) => (f.arms[0].law, format!("fitted to {} finished runs", points.len())),
@@ -401,16 +393,4 @@ fn print_plan(
     println!(
         "the plan assumes the multiplier holds at every size; where it grows with compute (see the report's per-size paired differences), the small sizes add less and more seeds are needed."
     );
-}
-
-/// `A,ALPHA,E` -> a law.
-fn parse_law(text: &str) -> Result<Law, String> {
-    let v: Vec<f64> = text
-        .split(',')
-        .map(|x| x.trim().parse::<f64>().map_err(|e| format!("`{x}`: {e}")))
-        .collect::<Result<_, _>>()?;
-    match v[..] {
-        [a, alpha, e] if a > 0.0 && alpha > 0.0 && e >= 0.0 => Ok(Law { a, alpha, e }),
-        _ => Err("give three numbers A,ALPHA,E with A > 0, ALPHA > 0, E >= 0".into()),
-    }
 }

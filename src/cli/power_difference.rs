@@ -20,6 +20,14 @@ use crate::spec::Sweep;
 
 pub(super) fn run(args: &PowerArgs, sweep: &Sweep, difference: f64) -> anyhow::Result<()> {
     let bad = |msg: String| InputError(format!("{}: {msg}", sweep.path.display()));
+    for name in [Some(&args.baseline), args.arm.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        if !sweep.runs.iter().any(|r| &r.arm == name) {
+            anyhow::bail!(bad(format!("no arm `{name}` in the sweep")));
+        }
+    }
     if !(difference.is_finite() && difference > 0.0) {
         anyhow::bail!(bad(format!(
             "--difference {difference}: give a positive number of nats, e.g. 0.02"
