@@ -31,9 +31,7 @@ pub fn scheme_at(residual: &ResidualConfig, layers: usize) -> Scheme {
         ResidualConfig::Hyper(h) => Scheme::Mhc {
             m: h.streams as f64,
         },
-        ResidualConfig::AttnRes(c) if c.block_size == 1 && c.block_sizes.is_none() => {
-            Scheme::Full { s: l / 8.0, n: 8.0 }
-        }
+        ResidualConfig::AttnRes(c) if c.is_full() => Scheme::Full { s: l / 8.0, n: 8.0 },
         // Every Block arm, uniform or with blocks of their own lengths: 8 blocks at any depth.
         ResidualConfig::AttnRes(_) => Scheme::Block {
             s: (l / 8.0).max(1.0),

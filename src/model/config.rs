@@ -96,6 +96,12 @@ pub struct AttnResConfig {
 }
 
 impl AttnResConfig {
+    /// Full AttnRes: every layer is its own block (`S = 1`, no listed block lengths). The one
+    /// place this is decided; `full` and `block S=1` are the same model.
+    pub fn is_full(&self) -> bool {
+        self.block_size == 1 && self.block_sizes.is_none()
+    }
+
     /// The report's method with block size `S` (`S = 1` is Full AttnRes).
     pub fn block(block_size: usize) -> Self {
         Self {
@@ -179,7 +185,7 @@ impl ResidualConfig {
             Self::Baseline => "baseline",
             Self::Denseformer => "denseformer",
             Self::Hyper(h) => h.variant(),
-            Self::AttnRes(c) if c.block_size == 1 && c.block_sizes.is_none() => "full",
+            Self::AttnRes(c) if c.is_full() => "full",
             Self::AttnRes(_) => "block",
         }
     }
@@ -228,11 +234,11 @@ impl ResidualConfig {
             }
             Self::AttnRes(c) => {
                 let mut s = match &c.block_sizes {
+                    _ if c.is_full() => "full".to_string(),
                     Some(sizes) => {
                         let sizes: Vec<String> = sizes.iter().map(usize::to_string).collect();
                         format!("block S={}", sizes.join(","))
                     }
-                    None if c.block_size == 1 => "full".to_string(),
                     None => format!("block S={}", c.block_size),
                 };
                 if !c.key_norm {

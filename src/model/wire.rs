@@ -301,13 +301,12 @@ impl From<ResidualConfig> for ResidualWire {
             ResidualConfig::AttnRes(c) => {
                 let base = AttnResConfig::block(c.block_size);
                 ResidualWire {
-                    variant: if c.block_size == 1 && c.block_sizes.is_none() {
+                    variant: if c.is_full() {
                         Variant::Full
                     } else {
                         Variant::Block
                     },
-                    block_size: (c.block_size != 1 && c.block_sizes.is_none())
-                        .then_some(c.block_size),
+                    block_size: (!c.is_full() && c.block_sizes.is_none()).then_some(c.block_size),
                     block_sizes: c.block_sizes.clone(),
                     key_norm: (c.key_norm != base.key_norm).then_some(c.key_norm),
                     normalize: (c.normalize != base.normalize).then_some(c.normalize),

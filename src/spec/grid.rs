@@ -83,7 +83,7 @@ pub(crate) fn excluded(
     let variant = match residual {
         ResidualConfig::Baseline => Variant::Baseline,
         ResidualConfig::Denseformer => Variant::Denseformer,
-        ResidualConfig::AttnRes(c) if c.block_size == 1 && c.block_sizes.is_none() => Variant::Full,
+        ResidualConfig::AttnRes(c) if c.is_full() => Variant::Full,
         ResidualConfig::AttnRes(_) => Variant::Block,
         ResidualConfig::Hyper(h) => match h.kind {
             HyperKind::Hc { .. } => Variant::Hc,
