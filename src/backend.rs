@@ -178,6 +178,16 @@ pub fn cpu_model() -> String {
     format!("{name} ({})", isa.join(" "))
 }
 
+/// `n` CPU threads for this process's backends: libtorch's and the rayon pool (flex). The
+/// rayon pool can be sized once per process; later calls keep the first size.
+pub fn set_cpu_threads(n: usize) {
+    #[cfg(feature = "tch")]
+    tch::set_num_threads(n as i32);
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global();
+}
+
 /// The libtorch release the binary was built against (from the libtorch folder or torch
 /// package at build time), for a run on `tch`; `None` on other backends or where the build
 /// could not tell.

@@ -71,12 +71,7 @@ fn validate(spec: &RunSpec) -> anyhow::Result<()> {
 /// (`kernels::warm_up_vml`).
 pub fn set_threads(threads: Option<usize>) {
     if let Some(n) = threads {
-        #[cfg(feature = "tch")]
-        tch::set_num_threads(n as i32);
-        // The global pool can be built once per process; later calls keep the first size.
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global();
+        backend::set_cpu_threads(n);
     }
     // Before any two of libtorch's threads first call MKL's vector math at once.
     #[cfg(feature = "tch")]
