@@ -46,17 +46,21 @@ fn a_one_size_sweep_is_planned_for_a_loss_difference() {
     let sd = (ss / df as f64).sqrt();
     let seeds = seeds_at_size(0.02, sd).expect("a count within the planner's range");
 
-    let o = attnres()
-        .current_dir(root)
-        .args([
-            "power",
-            "sweeps/block_size.yaml",
-            "--results",
-            "results/reference",
-        ])
-        .args(["--difference", "0.02"])
-        .output()
-        .unwrap();
+    // `power` on the committed block_size results, with `extra` options.
+    let power = |extra: &[&str]| {
+        attnres()
+            .current_dir(root)
+            .args([
+                "power",
+                "sweeps/block_size.yaml",
+                "--results",
+                "results/reference",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = power(&["--difference", "0.02"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     let noise = format!("noise: {sd:.4} nats per paired difference, pooled over 6 arm(s) (12 df");
@@ -70,29 +74,9 @@ fn a_one_size_sweep_is_planned_for_a_loss_difference() {
     }
 
     // A multiplier option is refused beside it, and so is a difference of nothing.
-    let o = attnres()
-        .current_dir(root)
-        .args([
-            "power",
-            "sweeps/block_size.yaml",
-            "--results",
-            "results/reference",
-        ])
-        .args(["--difference", "0.02", "--multiplier", "1.1"])
-        .output()
-        .unwrap();
+    let o = power(&["--difference", "0.02", "--multiplier", "1.1"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let o = attnres()
-        .current_dir(root)
-        .args([
-            "power",
-            "sweeps/block_size.yaml",
-            "--results",
-            "results/reference",
-        ])
-        .args(["--difference", "0"])
-        .output()
-        .unwrap();
+    let o = power(&["--difference", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--difference 0:"), "{}", stderr(&o));
 }

@@ -126,14 +126,8 @@ fn every_readme_command_runs() {
                         // TensorBoard itself, from the venv `make setup` fills, in its
                         // `--inspect` mode: it must find the runs' loss curves.
                         "tensorboard" => {
-                            let venv = std::env::var_os("TENSORBOARD_VENV").map_or_else(
-                                || {
-                                    Path::new(&std::env::var("HOME").unwrap())
-                                        .join(".cache/attnres/tensorboard-venv")
-                                },
-                                std::path::PathBuf::from,
-                            );
-                            let out = std::process::Command::new(venv.join("bin/tensorboard"))
+                            let tensorboard = tensorboard_venv().join("bin/tensorboard");
+                            let out = std::process::Command::new(tensorboard)
                                 .current_dir(dir)
                                 .arg("--inspect")
                                 .args(&words[1..])

@@ -26,11 +26,7 @@ print(json.dumps({t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Ta
 "#;
 
 fn python() -> PathBuf {
-    let venv = std::env::var_os("TENSORBOARD_VENV").map_or_else(
-        || PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/attnres/tensorboard-venv"),
-        PathBuf::from,
-    );
-    let python = venv.join("bin/python");
+    let python = tensorboard_venv().join("bin/python");
     assert!(
         python.is_file(),
         "{} is missing: run `make setup` (scripts/setup-tensorboard.sh installs TensorBoard)",

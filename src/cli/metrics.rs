@@ -116,20 +116,16 @@ fn run_history(
 /// Unix time at which the run's clock (`wall_s`) was zero: from when it finished, or for an
 /// unfinished run from when steps.csv was last written.
 fn start_time(dir: &RunDir, summary: Option<&Summary>, history: &[StepScalars]) -> f64 {
-    let unix = |t: std::time::SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64())
-    };
     let finished = summary.and_then(|s| {
         let at = humantime::parse_rfc3339(&s.finished_at).ok()?;
-        Some(unix(at) - s.wall_s)
+        Some(tensorboard::unix_seconds(at) - s.wall_s)
     });
     let last_write = || {
         let modified = std::fs::metadata(dir.steps())
             .and_then(|m| m.modified())
             .ok();
         let last = history.last().map_or(0.0, |s| s.wall_s);
-        modified.map_or_else(tensorboard::unix_now, unix) - last
+        modified.map_or_else(tensorboard::unix_now, tensorboard::unix_seconds) - last
     };
     finished.unwrap_or_else(last_write)
 }

@@ -4,11 +4,11 @@
 use std::path::Path;
 
 use crate::backend::gpu_index;
-use crate::runner::eta::{ASSUMED_FLOPS_PER_CORE_S, ASSUMED_GPU_FLOPS_PER_S, machine_speed};
+use crate::runner::eta::{assumed_speed, machine_speed};
 use crate::train::Summary;
 
-/// The training speed behind `power`'s times (`plan`'s is runner::eta's, per size): measured on the sweep's finished
-/// runs on the same kind of device, else assumed.
+/// The training speed behind `power`'s times (`plan`'s is runner::eta's, per size):
+/// measured on the sweep's finished runs on the same kind of device, else assumed.
 pub(super) struct Speed {
     pub(super) flops_per_s: f64,
     measured: bool,
@@ -30,13 +30,8 @@ impl Speed {
     fn over(finished: &[Summary], gpu: bool) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let measured = machine_speed(finished.iter(), cores, gpu);
-        let assumed = if gpu {
-            ASSUMED_GPU_FLOPS_PER_S
-        } else {
-            ASSUMED_FLOPS_PER_CORE_S * cores as f64
-        };
         Self {
-            flops_per_s: measured.unwrap_or(assumed),
+            flops_per_s: measured.unwrap_or_else(|| assumed_speed(gpu, cores)),
             measured: measured.is_some(),
             gpu,
             cores,
@@ -80,6 +75,7 @@ fn finished_summaries(root: &Path) -> Vec<Summary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::eta::{ASSUMED_FLOPS_PER_CORE_S, ASSUMED_GPU_FLOPS_PER_S};
 
     #[test]
     fn a_gpu_plan_assumes_a_gpu_speed_and_counts_no_cores() {

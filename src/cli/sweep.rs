@@ -212,7 +212,8 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
     {
         let spec = &run.spec;
         let f = crate::model::flops::flops_exact(&spec.model, spec.total_tokens());
-        let state = view(&RunDir::new(root.join(&run.id)))?;
+        let dir = RunDir::new(root.join(&run.id));
+        let state = view(&dir)?;
         println!(
             "{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10.3e} {:>9} {:>9} {:<8}{}",
             run.id,
@@ -240,7 +241,6 @@ pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
             if !left_sizes.contains(&run.size.as_str()) {
                 left_sizes.push(&run.size);
             }
-            let dir = RunDir::new(root.join(&run.id));
             seconds += clock.seconds_left(run, tokens_done(run, &dir));
         }
     }

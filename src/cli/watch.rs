@@ -10,10 +10,10 @@ use clap::Args;
 
 use super::sweep::SweepArgs;
 use crate::fmt::duration;
-use crate::runner::eta::{Clock, flops_left, tokens_done};
+use crate::runner::eta::{Clock, flops_left};
 use crate::runner::view;
 use crate::spec::{PlannedRun, Sweep};
-use crate::store::metrics::read_steps;
+use crate::store::metrics::{StepRow, read_steps};
 use crate::store::{RunDir, RunState};
 
 #[derive(Debug, Args)]
@@ -94,11 +94,13 @@ fn frame(sweep: &Sweep, runs: &[&PlannedRun], args: &WatchArgs) -> anyhow::Resul
         if !sizes_left.contains(&run.size.as_str()) {
             sizes_left.push(&run.size);
         }
-        let done = tokens_done(run, &dir);
+        // Not done, so no summary: its tokens are its last logged step's.
+        let steps = read_steps(&dir.steps()).unwrap_or_default();
+        let done = steps.last().map_or(0, |r| r.tokens);
         seconds += clock.seconds_left(run, done);
         flops += flops_left(run, done);
         if running {
-            rows.push(running_row(run, &dir, done));
+            rows.push(running_row(run, &steps, done));
         }
     }
     let mut text = format!(
@@ -135,8 +137,7 @@ fn frame(sweep: &Sweep, runs: &[&PlannedRun], args: &WatchArgs) -> anyhow::Resul
 }
 
 /// A running run's line: its last step and loss, its recent speed, and its time left at it.
-fn running_row(run: &PlannedRun, dir: &RunDir, done: u64) -> String {
-    let steps = read_steps(&dir.steps()).unwrap_or_default();
+fn running_row(run: &PlannedRun, steps: &[StepRow], done: u64) -> String {
     // The median of the last 20 steps: recent, and not moved by one slow step.
     let mut recent: Vec<f64> = steps
         .iter()

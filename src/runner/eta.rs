@@ -27,6 +27,15 @@ pub const ASSUMED_FLOPS_PER_CORE_S: f64 = 60e9;
 /// about 21 TFLOP/s over the sweep, its `medium` baseline run end to end to 18.5.
 pub const ASSUMED_GPU_FLOPS_PER_S: f64 = 20e12;
 
+/// The whole machine's speed assumed before any run has finished: one GPU, or all `cores`.
+pub fn assumed_speed(gpu: bool, cores: usize) -> f64 {
+    if gpu {
+        ASSUMED_GPU_FLOPS_PER_S
+    } else {
+        ASSUMED_FLOPS_PER_CORE_S * cores as f64
+    }
+}
+
 /// Where a speed came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -75,11 +84,7 @@ impl Clock {
         Self {
             by_size,
             all: machine_speed(finished.iter().map(|(_, s)| s), cores, gpu),
-            assumed: if gpu {
-                ASSUMED_GPU_FLOPS_PER_S
-            } else {
-                ASSUMED_FLOPS_PER_CORE_S * cores as f64
-            },
+            assumed: assumed_speed(gpu, cores),
             gpu,
             cores,
         }

@@ -172,10 +172,14 @@ impl RunEvents {
     }
 }
 
-/// Seconds since the Unix epoch.
+/// Seconds since the Unix epoch, now.
 pub fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+    unix_seconds(std::time::SystemTime::now())
+}
+
+/// `time` in seconds since the Unix epoch.
+pub fn unix_seconds(time: std::time::SystemTime) -> f64 {
+    time.duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
 

@@ -71,3 +71,12 @@ pub fn loss_columns(run: &Path) -> Vec<String> {
         })
         .collect()
 }
+
+/// The venv `make setup` installs TensorBoard into (`$TENSORBOARD_VENV`, default
+/// `~/.cache/attnres/tensorboard-venv`).
+pub fn tensorboard_venv() -> PathBuf {
+    std::env::var_os("TENSORBOARD_VENV").map_or_else(
+        || PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/attnres/tensorboard-venv"),
+        PathBuf::from,
+    )
+}
