@@ -2,7 +2,7 @@
 
 mod common;
 
-use attnres::model::residual::{AttnResPath, Residual, Scorer, Sublayers};
+use attnres::model::residual::{AttnResPath, Residual, Scorer};
 use attnres::model::{Lm, ResidualConfig, Trace};
 use burn::tensor::{Tensor, TensorData};
 use common::*;
@@ -84,39 +84,11 @@ fn zero_queries_give_uniform_depth_weights() {
     }
 }
 
-/// Stand-in sublayers `f_l(x) = tanh(s_l x)`, simple enough to write twice.
-struct Toy(Vec<f32>);
-
-impl Sublayers for Toy {
-    fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
-        (x * self.0[layer]).tanh()
-    }
-}
-
 /// SPEC sections 3-4 written as a plain loop over one token's d-vectors: layer `l` reads the
 /// embedding, the completed blocks and (after a block's first layer) the partial sum, with
 /// weights `softmax_i((w_l * g_l) . v_i / rms(v_i))`; the output step reads every block.
 /// A block starts at each layer of `starts`.
 fn reference_attnres(e: &[f32], queries: &[Vec<f32>], starts: &[usize], toy: &Toy) -> Vec<f32> {
-    let rms = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32 + 1e-6).sqrt();
-    let mix = |sources: &[Vec<f32>], w: &[f32]| -> Vec<f32> {
-        let logits: Vec<f32> = sources
-            .iter()
-            .map(|v| v.iter().zip(w).map(|(a, b)| a * b).sum::<f32>() / rms(v))
-            .collect();
-        let top = logits.iter().cloned().fold(f32::MIN, f32::max);
-        let exp: Vec<f32> = logits.iter().map(|z| (z - top).exp()).collect();
-        let total: f32 = exp.iter().sum();
-        (0..e.len())
-            .map(|j| {
-                sources
-                    .iter()
-                    .zip(&exp)
-                    .map(|(v, a)| v[j] * a / total)
-                    .sum()
-            })
-            .collect()
-    };
     let layers = toy.0.len();
     let mut blocks = vec![e.to_vec()];
     let mut partial: Option<Vec<f32>> = None;
@@ -126,7 +98,7 @@ fn reference_attnres(e: &[f32], queries: &[Vec<f32>], starts: &[usize], toy: &To
         }
         let mut sources = blocks.clone();
         sources.extend(partial.clone());
-        let x = mix(&sources, query);
+        let x = softmax_mix(&sources, query);
         let y: Vec<f32> = x.iter().map(|v| (v * gain).tanh()).collect();
         partial = Some(match partial {
             Some(p) => p.iter().zip(&y).map(|(a, b)| a + b).collect(),
@@ -134,7 +106,7 @@ fn reference_attnres(e: &[f32], queries: &[Vec<f32>], starts: &[usize], toy: &To
         });
     }
     blocks.extend(partial);
-    mix(&blocks, &queries[layers])
+    softmax_mix(&blocks, &queries[layers])
 }
 
 /// Full (S = 1), Block AttnRes (S = 2, 3, L) and blocks of lengths 1, 2, 3 and 4, 1, 1

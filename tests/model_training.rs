@@ -255,6 +255,7 @@ fn multi_stream_families_break_their_streams_symmetry() {
         HyperConfig::hc(4),
         HyperConfig::mhc(4),
         HyperConfig::mhc_lite(3),
+        HyperConfig::mhc_attnres(3),
     ] {
         let config = tiny(attnres::model::ResidualConfig::Hyper(h));
         let label = config.arm_label();

@@ -6,7 +6,7 @@
 //! at depth. Ablation options (window, heads, ...) do not change these counts and are ignored.
 
 use crate::cost::io::Scheme;
-use crate::model::config::ResidualConfig;
+use crate::model::config::{HyperKind, ResidualConfig};
 
 /// Depths drawn, in layers (sublayers).
 pub const DEPTHS: [usize; 6] = [8, 16, 32, 64, 128, 256];
@@ -27,6 +27,11 @@ pub fn scheme_at(residual: &ResidualConfig, layers: usize) -> Scheme {
     match residual {
         ResidualConfig::Baseline => Scheme::Standard,
         ResidualConfig::Denseformer => Scheme::DenseFormer { blocks: l / 2.0 },
+        ResidualConfig::Hyper(h) if h.kind == HyperKind::MhcAttnRes => Scheme::MhcAttnRes {
+            m: h.streams as f64,
+            s: l / 8.0,
+            n: 8.0,
+        },
         // HC and mHC-lite move the same m streams per layer as mHC.
         ResidualConfig::Hyper(h) => Scheme::Mhc {
             m: h.streams as f64,

@@ -44,7 +44,7 @@ pub fn depth_attention(runs: &[LoadedRun]) -> anyhow::Result<DepthAttention> {
         let Some(mut cells) = mean_cells(&grids) else {
             continue;
         };
-        let streams = first.planned.spec.model.residual.is_multi_stream();
+        let streams = first.planned.spec.model.residual.weights_over_streams();
         let window = match &first.planned.spec.model.residual {
             ResidualConfig::AttnRes(c) => c.window,
             _ => None,

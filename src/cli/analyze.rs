@@ -31,22 +31,32 @@ pub struct FitArgs {
     /// Fit against 6ND instead of the exact FLOP count.
     #[arg(long)]
     pub six_nd: bool,
-    /// The reference arm.
-    #[arg(long, default_value = "baseline")]
-    pub baseline: String,
+    /// The reference arm, by its label (`block S=8`); default: the sweep file's
+    /// `reference_arm`, else `baseline`.
+    #[arg(long)]
+    pub baseline: Option<String>,
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
 }
 
 impl FitArgs {
-    fn options(&self) -> AnalysisOptions {
+    /// The reference arm: `--baseline`, else the first sweep's `reference_arm`, else
+    /// `baseline`.
+    fn baseline(&self, sweeps: &[&Sweep]) -> String {
+        self.baseline
+            .clone()
+            .or_else(|| sweeps.first()?.file.reference_arm.clone())
+            .unwrap_or_else(|| "baseline".into())
+    }
+
+    fn options(&self, sweeps: &[&Sweep]) -> AnalysisOptions {
         AnalysisOptions {
             results_root: self.results.clone(),
             e_mode: self.e,
             resamples: self.resamples,
             seed: self.seed,
             six_nd: self.six_nd,
-            baseline: self.baseline.clone(),
+            baseline: self.baseline(sweeps),
         }
     }
 }
@@ -88,7 +98,7 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
             }
             let points = read_points(csv)?;
             let opts = FitOptions {
-                baseline: cmd.fit.baseline.clone(),
+                baseline: cmd.fit.baseline(&[]),
                 e_mode: cmd.fit.e,
                 resamples: cmd.fit.resamples,
                 seed: cmd.fit.seed,
@@ -109,7 +119,8 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
                 ));
             }
             let sweeps = load_sweeps(&cmd.sweeps)?;
-            let analysis = analyse_sweeps(&sweeps, &cmd.fit.options())?;
+            let refs: Vec<&Sweep> = sweeps.iter().collect();
+            let analysis = analyse_sweeps(&sweeps, &cmd.fit.options(&refs))?;
             let names: Vec<&str> = sweeps.iter().map(|s| s.file.name.as_str()).collect();
             let report = analysis
                 .fits
@@ -297,7 +308,7 @@ pub fn run_report(cmd: ReportCmd) -> anyhow::Result<()> {
     let dir = report_dir(&cmd.fit.results, cmd.reports.as_deref(), &sweep.file.name)?;
     let started = std::time::Instant::now();
     let reports_root = dir.parent().unwrap_or(std::path::Path::new("."));
-    let written = write_report(&sweep, &cmd.fit.options(), reports_root)?;
+    let written = write_report(&sweep, &cmd.fit.options(&[&sweep]), reports_root)?;
     println!(
         "report: {} runs of sweep {}",
         written.analysis.runs.len(),
@@ -332,11 +343,10 @@ pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
     if sweeps.is_empty() {
         anyhow::bail!(InputError("give at least one sweep file".into()));
     }
-    let opts = cmd.fit.options();
     let mut columns = Vec::new();
     let mut arms: Vec<String> = Vec::new();
     for sweep in &sweeps {
-        let a = analyse_sweeps(std::slice::from_ref(sweep), &opts)?;
+        let a = analyse_sweeps(std::slice::from_ref(sweep), &cmd.fit.options(&[sweep]))?;
         let largest = crate::analysis::views::largest_size(&a.runs);
         for r in &a.runs {
             if !arms.contains(&r.planned.arm) {

@@ -35,7 +35,7 @@ pub struct ModelArgs {
     pub context: Option<usize>,
     /// Residual variants to compare: baseline, full, block:S, block:2/2/4 (blocks of these
     /// lengths from the bottom up), denseformer, hc:M, mhc:M,
-    /// mhc_lite:M, each optionally with `+vr` for the value residual (comma-separated).
+    /// mhc_lite:M, mhc_attnres:M, each optionally with `+vr` for the value residual (comma-separated).
     /// Default: the config file's, or baseline,full,block:4.
     #[arg(long, value_delimiter = ',')]
     pub residual: Vec<String>,
@@ -130,13 +130,14 @@ fn configs_from(args: &ModelArgs) -> anyhow::Result<Vec<ModelConfig>> {
         .collect()
 }
 
-/// `baseline`, `full`, `block:S`, `denseformer`, `hc:M`, `mhc:M` or `mhc_lite:M` (`M`
+/// `baseline`, `full`, `block:S`, `denseformer`, `hc:M`, `mhc:M`, `mhc_lite:M` or
+/// `mhc_attnres:M` (`M`
 /// streams; 4 when left out).
 pub fn parse_residual(s: &str) -> Result<ResidualConfig, InputError> {
     let unknown = |other: &str| {
         InputError(format!(
             "--residual: unknown variant `{other}`; use baseline, full, block:S (e.g. block:4), \
-             block:S1/S2/... (blocks of these lengths, bottom up), denseformer, hc:M, mhc:M or mhc_lite:M (M streams, e.g. hc:4); ablations go in a \
+             block:S1/S2/... (blocks of these lengths, bottom up), denseformer, hc:M, mhc:M, mhc_lite:M or mhc_attnres:M (M streams, e.g. hc:4); ablations go in a \
              --config file"
         ))
     };
@@ -170,6 +171,7 @@ pub fn parse_residual(s: &str) -> Result<ResidualConfig, InputError> {
         ("hc", _) => hyper(HyperConfig::hc(streams)),
         ("mhc", _) => hyper(HyperConfig::mhc(streams)),
         ("mhc_lite", _) => hyper(HyperConfig::mhc_lite(streams)),
+        ("mhc_attnres", _) => hyper(HyperConfig::mhc_attnres(streams)),
         _ => Err(unknown(s)),
     }
 }

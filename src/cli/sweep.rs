@@ -347,15 +347,36 @@ fn refuse_local_options(args: &RunArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Copies the selected runs that another sweep under the results root has finished, and
+/// says so: `copied 21 finished runs from results/block_size; they are not retrained`.
+fn reuse_runs(
+    sweep: &crate::spec::Sweep,
+    results: &std::path::Path,
+    selected: &[&crate::spec::PlannedRun],
+) -> anyhow::Result<()> {
+    let copied = crate::runner::reuse::copy_done_elsewhere(sweep, results, selected)?;
+    for (from, n) in copied {
+        let runs = if n == 1 { "run" } else { "runs" };
+        println!(
+            "copied {n} finished {runs} from {}; they are not retrained",
+            results.join(from).display()
+        );
+    }
+    Ok(())
+}
+
 pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.sweep.load_to_train()?;
+    let selected: Vec<&crate::spec::PlannedRun> = sweep
+        .runs
+        .iter()
+        .filter(|r| filters.iter().all(|f| f.matches(r)))
+        .collect();
+    if !args.dry_run {
+        reuse_runs(&sweep, &args.sweep.results, &selected)?;
+    }
     if args.slurm.executor == super::slurm::Executor::Slurm {
         refuse_local_options(&args)?;
-        let selected: Vec<&crate::spec::PlannedRun> = sweep
-            .runs
-            .iter()
-            .filter(|r| filters.iter().all(|f| f.matches(r)))
-            .collect();
         return super::slurm::submit(
             &sweep,
             &selected,

@@ -73,6 +73,9 @@ pub enum Scheme {
     Full { s: f64, n: f64 },
     /// Block AttnRes with `n` blocks of `s` layers.
     Block { s: f64, n: f64 },
+    /// mhc_attnres (ours): mHC's read and write, and in each of `m` streams Full AttnRes
+    /// grouped as [`Self::Full`] in place of the stream mixing `A`.
+    MhcAttnRes { m: f64, s: f64, n: f64 },
     /// DenseFormer over `blocks` Transformer blocks: a standard residual inside each block,
     /// and after block `i` a weighted average of the embedding and `i + 1` block outputs.
     /// Our count (the report has none): the averages read `i + 2` vectors and write one,
@@ -91,6 +94,7 @@ impl Scheme {
                 trim(*s)
             ),
             Self::Block { s, n } => format!("Block AttnRes (N = {}, S = {})", trim(*n), trim(*s)),
+            Self::MhcAttnRes { m, .. } => format!("mhc_attnres (m = {})", trim(*m)),
             Self::DenseFormer { blocks } => format!("DenseFormer ({} blocks)", trim(*blocks)),
         }
     }
@@ -125,6 +129,25 @@ impl Scheme {
                 op("phase 1 (amortized)", Traffic::d(n / s), Traffic::d(1.0)),
                 op("phase 2", Traffic::d(3.0), Traffic::d(1.0)),
             ],
+            Self::MhcAttnRes { m, s, n } => vec![
+                op(
+                    "compute alpha, beta",
+                    Traffic::d(m),
+                    Traffic::new(0.0, 2.0 * m),
+                ),
+                op("apply alpha", Traffic::new(m, m), Traffic::d(1.0)),
+                op("apply beta", Traffic::new(1.0, m), Traffic::d(m)),
+                op(
+                    "phase 1 in each stream (amortized)",
+                    Traffic::d(m * (n - 1.0)),
+                    Traffic::d(m),
+                ),
+                op(
+                    "phase 2 in each stream",
+                    Traffic::d(m * (s - 1.0)),
+                    Traffic::d(m),
+                ),
+            ],
             Self::DenseFormer { blocks } => vec![
                 op("residual merge", Traffic::d(2.0), Traffic::d(1.0)),
                 // sum_{i<B} (i + 2) reads and B writes, over 2B layers.
@@ -147,12 +170,14 @@ impl Scheme {
     /// `d`-vectors per token kept alive by the residual mechanism beyond the one hidden state
     /// a standard residual keeps (training without recomputation): Full keeps every layer
     /// output (`L`), Block its `N` summaries and the partial sum, mHC `m - 1` more streams,
-    /// DenseFormer the embedding and every block output.
+    /// mhc_attnres every layer's write in every stream, DenseFormer the embedding and every
+    /// block output.
     pub fn extra_state(&self) -> f64 {
         match *self {
             Self::Standard => 0.0,
             Self::Mhc { m } => m - 1.0,
             Self::Full { s, n } => s * n,
+            Self::MhcAttnRes { m, s, n } => m * s * n + m - 1.0,
             Self::Block { n, .. } => n + 1.0,
             Self::DenseFormer { blocks } => blocks + 1.0,
         }

@@ -178,7 +178,8 @@ impl ResidualConfig {
         Self::AttnRes(AttnResConfig::block(block_size))
     }
 
-    /// The family: `baseline`, `full`, `block`, `denseformer`, `hc`, `mhc`, `mhc_lite`
+    /// The family: `baseline`, `full`, `block`, `denseformer`, `hc`, `mhc`, `mhc_lite`,
+    /// `mhc_attnres`
     /// (ablations keep their family's name).
     pub fn variant(&self) -> &'static str {
         match self {
@@ -190,9 +191,16 @@ impl ResidualConfig {
         }
     }
 
-    /// Hyper-connections, mHC or mHC-lite: `m` residual streams.
+    /// Hyper-connections, mHC, mHC-lite or mhc_attnres: `m` residual streams.
     pub fn is_multi_stream(&self) -> bool {
         matches!(self, Self::Hyper(_))
+    }
+
+    /// Whether the probes' depth weights are each layer's read weights over its streams (HC,
+    /// mHC, mHC-lite); else they are each mixing step's weights over depth sources (AttnRes,
+    /// and mhc_attnres's, averaged over its streams) or there are none.
+    pub fn weights_over_streams(&self) -> bool {
+        matches!(self, Self::Hyper(h) if h.kind != HyperKind::MhcAttnRes)
     }
 
     /// The method as published, not an ablation: every AttnRes option at its default but
@@ -205,7 +213,7 @@ impl ResidualConfig {
                 HyperKind::Mhc { sinkhorn_iters } => {
                     sinkhorn_iters == HyperConfig::DEFAULT_SINKHORN_ITERS
                 }
-                HyperKind::MhcLite => true,
+                HyperKind::MhcLite | HyperKind::MhcAttnRes => true,
             },
             _ => true,
         }

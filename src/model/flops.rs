@@ -90,7 +90,9 @@ fn hyper_layer_params(h: &HyperConfig, d: u64) -> u64 {
     match h.kind {
         // A_m, A_r, B; with the dynamic terms a norm gain, W [d, m + 2] and two scales.
         HyperKind::Hc { dynamic } => 2 * m + m * m + if dynamic { d + d * (m + 2) + 2 } else { 0 },
-        // The norm over m d, the projection, its biases and the three gate scales.
+        // The norm over m d, the projection, its biases and the gate scales (read, write and,
+        // but for mhc_attnres, mixing).
+        HyperKind::MhcAttnRes => m * d + m * d * 2 * m + 2 * m + 2,
         _ => m * d + m * d * (2 * m + r) + (2 * m + r) + 3,
     }
 }
@@ -102,6 +104,11 @@ fn residual_params(c: &ModelConfig) -> u64 {
     match &c.residual {
         ResidualConfig::Baseline => 0,
         ResidualConfig::Denseformer => sources.iter().map(|&k| k as u64).sum(),
+        // mhc_attnres adds a pseudo-query and a key-norm gain per (mixing step, stream).
+        ResidualConfig::Hyper(h) if h.kind == HyperKind::MhcAttnRes => {
+            let (m, steps) = (h.streams as u64, sources.len() as u64);
+            c.n_layers() as u64 * hyper_layer_params(h, d) + steps * m * 2 * d
+        }
         ResidualConfig::Hyper(h) => c.n_layers() as u64 * hyper_layer_params(h, d),
         ResidualConfig::AttnRes(a) => {
             let steps = sources.len() as u64;
@@ -148,13 +155,19 @@ pub fn flops_per_token(c: &ModelConfig) -> FlopsPerToken {
         ResidualConfig::AttnRes(_) => 4 * d * pairs,
         // Ours (SPEC is silent): a weighted sum is one multiply-add per element.
         ResidualConfig::Denseformer => 2 * d * pairs,
+        // Per stream, Full AttnRes's 4 d per (step, source); per layer the read (2 m d), the
+        // write (m d) and the two gates; the final sum.
+        ResidualConfig::Hyper(h) if h.kind == HyperKind::MhcAttnRes => {
+            let (m, l) = (h.streams as u64, c.n_layers() as u64);
+            4 * m * d * pairs + l * (3 * m * d + 4 * m) + m * d
+        }
         ResidualConfig::Hyper(h) => {
             let (m, l) = (h.streams as u64, c.n_layers() as u64);
             // Gates and normalisations of the coefficients: a few operations per logit.
             let coefficients = match h.kind {
                 HyperKind::Hc { dynamic } => u64::from(dynamic) * 4 * m * (m + 2),
                 HyperKind::Mhc { sinkhorn_iters } => 4 * m + 4 * m * m * sinkhorn_iters as u64,
-                HyperKind::MhcLite => {
+                HyperKind::MhcLite | HyperKind::MhcAttnRes => {
                     let r = h.mixing_logits() as u64;
                     4 * m + 3 * r + 2 * r * m * m
                 }

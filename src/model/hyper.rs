@@ -19,6 +19,9 @@ pub enum HyperKind {
     Mhc { sinkhorn_iters: usize },
     /// mHC-lite (arXiv 2601.05732): a convex combination of permutation matrices.
     MhcLite,
+    /// mHC's read and write with its stream mixing replaced by Full AttnRes inside each
+    /// stream (ours, docs/method.md).
+    MhcAttnRes,
 }
 
 impl HyperConfig {
@@ -50,21 +53,30 @@ impl HyperConfig {
         }
     }
 
-    /// `hc`, `mhc` or `mhc_lite`.
+    pub fn mhc_attnres(streams: usize) -> Self {
+        Self {
+            kind: HyperKind::MhcAttnRes,
+            streams,
+        }
+    }
+
+    /// `hc`, `mhc`, `mhc_lite` or `mhc_attnres`.
     pub fn variant(&self) -> &'static str {
         match self.kind {
             HyperKind::Hc { .. } => "hc",
             HyperKind::Mhc { .. } => "mhc",
             HyperKind::MhcLite => "mhc_lite",
+            HyperKind::MhcAttnRes => "mhc_attnres",
         }
     }
 
     /// The stream counts a family accepts: one stream makes HC the baseline; mHC needs two
-    /// to mix; mHC-lite's `m!` permutations cap it at 6.
+    /// to mix (and mhc_attnres, its read weights, two to share); mHC-lite's `m!` permutations
+    /// cap it at 6.
     pub fn stream_range(&self) -> (usize, usize) {
         match self.kind {
             HyperKind::Hc { .. } => (1, 16),
-            HyperKind::Mhc { .. } => (2, 16),
+            HyperKind::Mhc { .. } | HyperKind::MhcAttnRes => (2, 16),
             HyperKind::MhcLite => (2, 6),
         }
     }
@@ -97,10 +109,12 @@ impl HyperConfig {
         Ok(())
     }
 
-    /// Mixing logits per layer and token: `m^2` (HC, mHC) or `m!` (mHC-lite).
+    /// Mixing logits per layer and token: `m^2` (HC, mHC), `m!` (mHC-lite) or none
+    /// (mhc_attnres: its streams do not mix).
     pub fn mixing_logits(&self) -> usize {
         match self.kind {
             HyperKind::MhcLite => (1..=self.streams).product(),
+            HyperKind::MhcAttnRes => 0,
             _ => self.streams * self.streams,
         }
     }

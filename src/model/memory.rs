@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::config::{ModelConfig, ResidualConfig};
+use super::config::{HyperKind, ModelConfig, ResidualConfig};
 use super::flops::param_counts;
 use super::sources::{depth_source_counts, peak_stream_vectors, two_phase_stacked_sources};
 
@@ -102,6 +102,17 @@ fn residual_elements(c: &ModelConfig) -> f64 {
             2.0 * d * peak_stream_vectors(c) as f64 + d * layers + 2.0 * d * pairs as f64
         }
         ResidualConfig::Denseformer => d * peak_stream_vectors(c) as f64,
+        // Full AttnRes's naive path in each of `m` streams (every source and its key, each
+        // weighted term), plus per layer the mixed streams, their normalisation and the read.
+        ResidualConfig::Hyper(h) if h.kind == HyperKind::MhcAttnRes => {
+            let (m, pairs) = (
+                h.streams as f64,
+                depth_source_counts(c).iter().sum::<usize>(),
+            );
+            2.0 * d * peak_stream_vectors(c) as f64
+                + 3.0 * m * d * layers
+                + 2.0 * m * d * pairs as f64
+        }
         // Per layer the streams, their normalisation, the read-in product and the mixed
         // streams: about 4 m d (ours, not yet checked against `attnres bench`).
         ResidualConfig::Hyper(h) => 4.0 * d * h.streams as f64 * layers,

@@ -2,7 +2,7 @@
 //!
 //! Shared by the model (to size static logits) and by the FLOP and memory counts.
 
-use super::config::{ModelConfig, ResidualConfig};
+use super::config::{HyperKind, ModelConfig, ResidualConfig};
 
 /// Number of sources seen by AttnRes layer `l` for `l in 0..L`, then by the output step
 /// (index `L`), for blocks of `lengths` from the bottom up. Sources are the embedding, the
@@ -27,7 +27,8 @@ pub fn two_phase_stacked_sources(blocks: usize) -> usize {
 
 /// Depth sources per mixing step for any family: one entry per layer plus the output step
 /// for AttnRes, one per Transformer block for DenseFormer, 1 (the running sum) per layer
-/// for the baseline and `m` (the streams) per layer for HC, mHC and mHC-lite.
+/// for the baseline, `m` (the streams) per layer for HC, mHC and mHC-lite, and Full
+/// AttnRes's for mhc_attnres (each of its streams attends over as many).
 pub fn depth_source_counts(config: &ModelConfig) -> Vec<usize> {
     let n_layers = config.n_layers();
     match &config.residual {
@@ -35,6 +36,9 @@ pub fn depth_source_counts(config: &ModelConfig) -> Vec<usize> {
         ResidualConfig::AttnRes(c) => attnres_source_counts(&c.block_lengths(n_layers), c.window),
         // After block i (0-based) the average runs over the embedding and i + 1 block outputs.
         ResidualConfig::Denseformer => (0..config.n_blocks).map(|i| i + 2).collect(),
+        ResidualConfig::Hyper(h) if h.kind == HyperKind::MhcAttnRes => {
+            attnres_source_counts(&vec![1; n_layers], None)
+        }
         // Every layer reads all m streams.
         ResidualConfig::Hyper(h) => vec![h.streams; n_layers],
     }
@@ -52,6 +56,10 @@ pub fn peak_stream_vectors(config: &ModelConfig) -> usize {
         }
         // The embedding, every block output, and the running input.
         ResidualConfig::Denseformer => config.n_blocks + 2,
+        // Every stream keeps the embedding and every layer's write.
+        ResidualConfig::Hyper(h) if h.kind == HyperKind::MhcAttnRes => {
+            h.streams * (config.n_layers() + 1)
+        }
         ResidualConfig::Hyper(h) => h.streams,
     }
 }

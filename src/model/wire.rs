@@ -18,6 +18,8 @@ pub enum Variant {
     Hc,
     Mhc,
     MhcLite,
+    #[serde(rename = "mhc_attnres")]
+    MhcAttnRes,
 }
 
 /// The flat YAML/JSON form of [`ResidualConfig`]; a sweep may leave `block_size` to its
@@ -43,7 +45,7 @@ pub struct ResidualWire {
     pub window: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heads: Option<usize>,
-    /// Residual streams of `hc`, `mhc` and `mhc_lite` (default 4).
+    /// Residual streams of `hc`, `mhc`, `mhc_lite` and `mhc_attnres` (default 4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams: Option<usize>,
     /// `hc` only: the input-dependent terms (default true).
@@ -79,7 +81,7 @@ impl<'de> Deserialize<'de> for ResidualEntry {
             type Value = ResidualWire;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str(
-                    "a variant name (baseline, full, denseformer, hc, mhc, mhc_lite) or a map \
+                    "a variant name (baseline, full, denseformer, hc, mhc, mhc_lite, mhc_attnres) or a map \
                      with `variant`",
                 )
             }
@@ -127,7 +129,10 @@ impl TryFrom<ResidualWire> for ResidualConfig {
                     .into(),
             );
         }
-        if matches!(w.variant, Variant::Hc | Variant::Mhc | Variant::MhcLite) {
+        if matches!(
+            w.variant,
+            Variant::Hc | Variant::Mhc | Variant::MhcLite | Variant::MhcAttnRes
+        ) {
             return hyper_from(w).map(Self::Hyper);
         }
         for (key, given) in [
@@ -137,7 +142,8 @@ impl TryFrom<ResidualWire> for ResidualConfig {
         ] {
             if given {
                 return Err(format!(
-                    "`{key}` applies only to the multi-stream variants (hc, mhc, mhc_lite), \
+                    "`{key}` applies only to the multi-stream variants (hc, mhc, mhc_lite, \
+                     mhc_attnres), \
                      not `{}`",
                     variant_name(w.variant)
                 ));
@@ -170,7 +176,7 @@ impl TryFrom<ResidualWire> for ResidualConfig {
                     variant_name(w.variant)
                 ));
             }
-            (Variant::Hc | Variant::Mhc | Variant::MhcLite, _) => {
+            (Variant::Hc | Variant::Mhc | Variant::MhcLite | Variant::MhcAttnRes, _) => {
                 unreachable!("multi-stream variants returned above")
             }
             (Variant::Baseline | Variant::Denseformer, None) => {
@@ -225,7 +231,7 @@ impl TryFrom<ResidualWire> for ResidualConfig {
     }
 }
 
-/// `hc`, `mhc` or `mhc_lite` from the wire: AttnRes keys refused, each family's own keys
+/// `hc`, `mhc`, `mhc_lite` or `mhc_attnres` from the wire: AttnRes keys refused, each family's own keys
 /// only on it, stream counts checked against the family's range.
 fn hyper_from(w: ResidualWire) -> Result<HyperConfig, String> {
     let name = variant_name(w.variant);
@@ -267,7 +273,8 @@ fn hyper_from(w: ResidualWire) -> Result<HyperConfig, String> {
                     .sinkhorn_iters
                     .unwrap_or(HyperConfig::DEFAULT_SINKHORN_ITERS),
             },
-            _ => HyperKind::MhcLite,
+            Variant::MhcLite => HyperKind::MhcLite,
+            _ => HyperKind::MhcAttnRes,
         },
         streams,
     };
@@ -290,6 +297,7 @@ impl From<ResidualConfig> for ResidualWire {
                             .then_some(sinkhorn_iters),
                     ),
                     HyperKind::MhcLite => (Variant::MhcLite, None, None),
+                    HyperKind::MhcAttnRes => (Variant::MhcAttnRes, None, None),
                 };
                 ResidualWire {
                     streams: Some(h.streams),
@@ -330,6 +338,7 @@ fn variant_name(v: Variant) -> &'static str {
         Variant::Hc => "hc",
         Variant::Mhc => "mhc",
         Variant::MhcLite => "mhc_lite",
+        Variant::MhcAttnRes => "mhc_attnres",
     }
 }
 

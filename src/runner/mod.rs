@@ -5,6 +5,7 @@ pub mod capacity;
 pub mod eta;
 mod filter;
 mod local;
+pub mod reuse;
 pub mod slurm;
 
 pub use filter::Filter;

@@ -122,6 +122,7 @@ pub fn expand(file: &SweepFile) -> Result<(Vec<PlannedRun>, usize), SpecError> {
             "the grid is empty: every run is excluded; loosen grid.exclude",
         ));
     }
+    check_reference_arm(file, &runs)?;
     Ok((runs, merged))
 }
 
@@ -150,6 +151,25 @@ fn check_name(name: &str) -> Result<(), SpecError> {
         ));
     }
     Ok(())
+}
+
+/// `reference_arm`, when given, must be the label of one of the sweep's arms.
+fn check_reference_arm(file: &SweepFile, runs: &[PlannedRun]) -> Result<(), SpecError> {
+    let Some(reference) = &file.reference_arm else {
+        return Ok(());
+    };
+    if runs.iter().any(|r| &r.arm == reference) {
+        return Ok(());
+    }
+    let mut arms: Vec<&str> = runs.iter().map(|r| r.arm.as_str()).collect();
+    arms.dedup();
+    Err(SpecError::at(
+        "reference_arm",
+        format!(
+            "no arm of this sweep is labelled `{reference}`; use one of: {}",
+            arms.join(", ")
+        ),
+    ))
 }
 
 fn check_seeds(seeds: &[u64]) -> Result<(), SpecError> {

@@ -89,13 +89,16 @@ pub(crate) fn excluded(
             HyperKind::Hc { .. } => Variant::Hc,
             HyperKind::Mhc { .. } => Variant::Mhc,
             HyperKind::MhcLite => Variant::MhcLite,
+            HyperKind::MhcAttnRes => Variant::MhcAttnRes,
         },
     };
     file.grid.exclude.iter().any(|e| {
-        e.size.as_ref().is_none_or(|s| *s == size.name)
-            && e.variant.is_none_or(|v| v == variant)
-            && e.block_size.is_none_or(|s| Some(s) == block_size)
-            && e.seed.is_none_or(|s| s == seed)
+        e.size.as_ref().is_none_or(|s| s.contains(&size.name))
+            && e.variant.as_ref().is_none_or(|v| v.contains(&variant))
+            && e.block_size
+                .as_ref()
+                .is_none_or(|s| block_size.is_some_and(|b| s.contains(&b)))
+            && e.seed.as_ref().is_none_or(|s| s.contains(&seed))
     })
 }
 

@@ -35,6 +35,10 @@ pub struct SweepFile {
     pub block_size: Vec<usize>,
     #[serde(default = "default_seeds")]
     pub seeds: Vec<u64>,
+    /// The arm every other is compared with in reports and fits, by its label (`block S=8`);
+    /// `baseline` when not given.
+    #[serde(default)]
+    pub reference_arm: Option<String>,
     /// Defaults for every run; `lr` and `budget` may be overridden below.
     pub train: TrainConfig,
     /// Several budgets: an axis of the grid (otherwise `train.budget`).
@@ -192,11 +196,46 @@ pub enum Axis {
 #[serde(deny_unknown_fields)]
 pub struct Exclude {
     #[serde(default)]
-    pub size: Option<String>,
+    pub size: Option<OneOrMany<String>>,
     #[serde(default)]
-    pub variant: Option<Variant>,
+    pub variant: Option<OneOrMany<Variant>>,
     #[serde(default)]
-    pub block_size: Option<usize>,
+    pub block_size: Option<OneOrMany<usize>>,
     #[serde(default)]
-    pub seed: Option<u64>,
+    pub seed: Option<OneOrMany<u64>>,
+}
+
+/// An `exclude` key's value: one value (`seed: 1`) or a list of them (`seed: [3, 4, 5]`),
+/// matching any.
+#[derive(Debug, Clone)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+/// By hand, not `untagged`: a bad value then names what was expected ("unknown variant
+/// `fulll`, expected one of ...") instead of "did not match any variant".
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_yaml_ng::Value::deserialize(d)?;
+        let one = |v: serde_yaml_ng::Value| T::deserialize(v).map_err(D::Error::custom);
+        match value {
+            serde_yaml_ng::Value::Sequence(items) => items
+                .into_iter()
+                .map(one)
+                .collect::<Result<_, _>>()
+                .map(Self::Many),
+            other => one(other).map(Self::One),
+        }
+    }
+}
+
+impl<T: PartialEq> OneOrMany<T> {
+    pub fn contains(&self, value: &T) -> bool {
+        match self {
+            Self::One(v) => v == value,
+            Self::Many(vs) => vs.contains(value),
+        }
+    }
 }

@@ -77,6 +77,7 @@ pub fn all_variants() -> Vec<ResidualConfig> {
         }),
         ResidualConfig::Hyper(HyperConfig::mhc(4)),
         ResidualConfig::Hyper(HyperConfig::mhc_lite(3)),
+        ResidualConfig::Hyper(HyperConfig::mhc_attnres(3)),
     ]
 }
 
@@ -147,4 +148,39 @@ pub fn perturb_by_path(model: Lm, seed: u64, std_for: impl Fn(&str) -> f32) -> L
         std_for,
         path: Vec::new(),
     })
+}
+
+/// One token's RMS over its `d` values, with the model's eps.
+pub fn rms(v: &[f32]) -> f32 {
+    (v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32 + 1e-6).sqrt()
+}
+
+/// One AttnRes mixing step written out for one token: the sources `v_i` weighted by
+/// `softmax_i(q . v_i / rms(v_i))`, `q` the query with the key norm's gain folded in.
+pub fn softmax_mix(sources: &[Vec<f32>], q: &[f32]) -> Vec<f32> {
+    let logits: Vec<f32> = sources
+        .iter()
+        .map(|v| v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>() / rms(v))
+        .collect();
+    let top = logits.iter().cloned().fold(f32::MIN, f32::max);
+    let exp: Vec<f32> = logits.iter().map(|z| (z - top).exp()).collect();
+    let total: f32 = exp.iter().sum();
+    (0..q.len())
+        .map(|j| {
+            sources
+                .iter()
+                .zip(&exp)
+                .map(|(v, a)| v[j] * a / total)
+                .sum()
+        })
+        .collect()
+}
+
+/// Stand-in sublayers `f_l(x) = tanh(s_l x)`, simple enough to write twice.
+pub struct Toy(pub Vec<f32>);
+
+impl attnres::model::residual::Sublayers for Toy {
+    fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
+        (x * self.0[layer]).tanh()
+    }
 }

@@ -251,7 +251,7 @@ impl AttnRes {
 }
 
 /// `alpha` `[B, T, H, K]` averaged over tokens and heads: `[K]`.
-fn mean_weights(alpha: Tensor<4>) -> Tensor<1> {
+pub(super) fn mean_weights(alpha: Tensor<4>) -> Tensor<1> {
     let k = alpha.dims()[3];
     alpha.mean_dims(&[0, 1, 2]).reshape([k])
 }

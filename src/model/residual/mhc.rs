@@ -31,7 +31,7 @@ const READ_MAIN: f32 = 0.7;
 const KEEP_OWN: f32 = 0.9;
 
 /// `a_pre`, `a_post`, `a_res` at init (ours: small, so the biases rule the first steps).
-const GATE_SCALE_INIT: f32 = 0.01;
+pub(super) const GATE_SCALE_INIT: f32 = 0.01;
 
 #[derive(Module, Debug)]
 pub struct Mhc {
@@ -131,7 +131,7 @@ impl Mhc {
 /// streams get the same gradient, and with a uniform `H_res` every layer averages them
 /// back together; either way they stayed equal for ever (seen: mHC and mHC-lite trained to
 /// the same losses to four digits, the baseline's).
-fn initial_bias(l: usize, m: usize, r: usize, lite: bool) -> Vec<f32> {
+pub(super) fn initial_bias(l: usize, m: usize, r: usize, lite: bool) -> Vec<f32> {
     let logit = |p: f32| (p / (1.0 - p)).ln();
     let other = (1.0 - READ_MAIN) / (m - 1) as f32;
     // Against `n` other logits at 0: `e^z / (e^z + n) = KEEP_OWN`.

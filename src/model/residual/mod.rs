@@ -8,6 +8,7 @@ mod baseline;
 mod denseformer;
 mod hc;
 mod mhc;
+mod mhc_attnres;
 mod mhc_lite;
 mod stacked;
 mod streams;
@@ -18,6 +19,7 @@ pub use baseline::Baseline;
 pub use denseformer::DenseFormer;
 pub use hc::HyperConnections;
 pub use mhc::{Mhc, sinkhorn};
+pub use mhc_attnres::{MhcAttnRes, ReadWrite, StreamMix};
 pub use mhc_lite::{Permutations, permutations};
 
 use burn::module::Module;
@@ -66,6 +68,7 @@ pub enum Residual {
     DenseFormer(DenseFormer),
     Hc(HyperConnections),
     Mhc(Mhc),
+    MhcAttnRes(MhcAttnRes),
 }
 
 impl Residual {
@@ -84,6 +87,7 @@ impl Residual {
                         Self::Mhc(Mhc::init(l, d, m, sinkhorn_iters, false, init))
                     }
                     K::MhcLite => Self::Mhc(Mhc::init(l, d, m, 0, true, init)),
+                    K::MhcAttnRes => Self::MhcAttnRes(MhcAttnRes::init(l, d, m, init)),
                 }
             }
         }
@@ -111,6 +115,7 @@ impl Residual {
             Self::DenseFormer(r) => r.forward(e, layers, trace),
             Self::Hc(r) => r.forward(e, layers, trace),
             Self::Mhc(r) => r.forward(e, layers, trace),
+            Self::MhcAttnRes(r) => r.forward(e, layers, trace),
         }
     }
 }
