@@ -22,6 +22,26 @@ pub enum Variant {
     MhcAttnRes,
 }
 
+impl Variant {
+    /// Every family, in the order the docs list them (`tests/architecture.rs` holds each to
+    /// the checklist for adding a family).
+    pub const ALL: [Variant; 8] = [
+        Variant::Baseline,
+        Variant::Full,
+        Variant::Block,
+        Variant::Denseformer,
+        Variant::Hc,
+        Variant::Mhc,
+        Variant::MhcLite,
+        Variant::MhcAttnRes,
+    ];
+
+    /// Its name in sweep files: `baseline`, `mhc_lite`, ...
+    pub fn name(self) -> &'static str {
+        variant_name(self)
+    }
+}
+
 /// The flat YAML/JSON form of [`ResidualConfig`]; a sweep may leave `block_size` to its
 /// top-level `block_size` list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

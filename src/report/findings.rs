@@ -198,6 +198,7 @@ fn paired(e: &Evidence) -> Vec<String> {
             "No arm differs from `{}`{at} after Holm's correction over {} paired comparisons (two-sided paired t-tests on the same seeds, family-wise {}).",
             e.baseline, table.comparisons, table.alpha
         ));
+        out.extend(most_seeds(&table.rows, e.baseline));
     } else {
         let each: Vec<String> = survivors
             .iter()
@@ -229,6 +230,40 @@ fn paired(e: &Evidence) -> Vec<String> {
         ));
     }
     out
+}
+
+/// Where nothing survives, how large a difference the best-measured comparisons leave room
+/// for: those with the most seeds, at most four, with their 95% intervals.
+fn most_seeds(rows: &[PairedRow], baseline: &str) -> Option<String> {
+    let n = rows
+        .iter()
+        .map(|r| r.test.diff.n)
+        .max()
+        .filter(|&n| n > 1)?;
+    let best: Vec<String> = rows
+        .iter()
+        .filter(|r| r.test.diff.n == n)
+        .take(4)
+        .map(|r| {
+            let d = &r.test.diff;
+            format!(
+                "`{}` {:+.3} [{:+.3}, {:+.3}]",
+                r.arm,
+                d.mean,
+                d.mean - d.half,
+                d.mean + d.half
+            )
+        })
+        .collect();
+    let widest = rows
+        .iter()
+        .filter(|r| r.test.diff.n == n)
+        .map(|r| r.test.diff.mean.abs() + r.test.diff.half)
+        .fold(0.0, f64::max);
+    Some(format!(
+        "With the most seeds ({n}), the differences from `{baseline}` in nats, with 95% t-intervals, are {}: none is larger than {widest:.3} nats either way.",
+        best.join(", ")
+    ))
 }
 
 /// "`arm` at `size` is worse than `baseline` by 0.039 nats [+0.030, +0.048] (3 seeds, p = 0.003)".

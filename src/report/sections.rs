@@ -320,18 +320,26 @@ fn paired(
 }
 
 /// A note when the runs were trained on more than one CPU kind, whose kernels round
-/// differently (docs/statistics.md, "Runs on other CPUs").
+/// differently (docs/statistics.md, "Runs on other CPUs"), or may have been: some record
+/// their CPU and some do not.
 fn cpu_note(runs: &[crate::analysis::load::LoadedRun]) -> Option<String> {
     let mut kinds: Vec<&str> = runs
         .iter()
         .filter_map(|r| r.summary.cpu.as_deref())
         .collect();
+    let recorded = kinds.len();
     kinds.sort_unstable();
     kinds.dedup();
+    let unknown = runs.iter().filter(|r| r.summary.cpu.is_none()).count();
+    if kinds.len() == 1 && unknown > 0 {
+        return Some(format!(
+            "Note: {recorded} of these runs were trained on {} and {unknown} do not record their CPU; runs on different CPUs round differently, which moves a final loss by up to about one seed's noise.",
+            kinds[0]
+        ));
+    }
     if kinds.len() < 2 {
         return None;
     }
-    let unknown = runs.iter().filter(|r| r.summary.cpu.is_none()).count();
     let unrecorded = match unknown {
         0 => String::new(),
         n => format!(", and {n} do not record theirs"),
