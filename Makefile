@@ -17,7 +17,7 @@ export LIBTORCH CARGO_TARGET_DIR TENSORBOARD_VENV
 CARGO = cargo
 BIN   = $(CARGO_TARGET_DIR)/release/attnres
 # Sweeps whose reference results and reports are committed (results/reference/, reports/reference/).
-REPORTED = quick scaling block_size ablations depth_width probes
+REPORTED = quick scaling block_size block_schedule ablations mhc_attnres depth_width probes
 
 .PHONY: setup build build-cuda gpu-check test lint fuzz bench bench-pytorch data quick report clean
 

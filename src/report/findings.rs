@@ -233,17 +233,28 @@ fn paired(e: &Evidence) -> Vec<String> {
 }
 
 /// Where nothing survives, how large a difference the best-measured comparisons leave room
-/// for: those with the most seeds, at most four, with their 95% intervals.
+/// for: those with the most seeds, listed with their 95% intervals when there are at most
+/// four, else summarised by their interval half-widths.
 fn most_seeds(rows: &[PairedRow], baseline: &str) -> Option<String> {
     let n = rows
         .iter()
         .map(|r| r.test.diff.n)
         .max()
         .filter(|&n| n > 1)?;
-    let best: Vec<String> = rows
+    let best: Vec<&PairedRow> = rows.iter().filter(|r| r.test.diff.n == n).collect();
+    if best.len() > 4 {
+        let mut halves: Vec<f64> = best.iter().map(|r| r.test.diff.half).collect();
+        halves.sort_by(f64::total_cmp);
+        let median = halves[halves.len() / 2];
+        return Some(format!(
+            "With {n} seeds, {} comparisons have 95% t-intervals of ±{median:.3} nats at the median (±{:.3} to ±{:.3}): smaller differences from `{baseline}` cannot be told apart here.",
+            best.len(),
+            halves[0],
+            halves[halves.len() - 1]
+        ));
+    }
+    let listed: Vec<String> = best
         .iter()
-        .filter(|r| r.test.diff.n == n)
-        .take(4)
         .map(|r| {
             let d = &r.test.diff;
             format!(
@@ -255,14 +266,13 @@ fn most_seeds(rows: &[PairedRow], baseline: &str) -> Option<String> {
             )
         })
         .collect();
-    let widest = rows
+    let widest = best
         .iter()
-        .filter(|r| r.test.diff.n == n)
         .map(|r| r.test.diff.mean.abs() + r.test.diff.half)
         .fold(0.0, f64::max);
     Some(format!(
         "With the most seeds ({n}), the differences from `{baseline}` in nats, with 95% t-intervals, are {}: none is larger than {widest:.3} nats either way.",
-        best.join(", ")
+        listed.join(", ")
     ))
 }
 

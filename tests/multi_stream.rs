@@ -1,5 +1,6 @@
-//! mhc_attnres, mHC with Full AttnRes inside each stream in place of its stream mixing:
-//! its definition against a plain loop, and its init against Full AttnRes.
+//! The multi-stream families' identities: hyper-connections, mHC and mHC-lite start as the
+//! baseline and mix by doubly stochastic matrices; mhc_attnres (mHC with Full AttnRes inside
+//! each stream in place of its mixing) equals a plain loop and starts as Full AttnRes.
 
 mod common;
 
@@ -143,4 +144,85 @@ fn mhc_attnres_starts_as_full_attnres() {
         max_abs_diff(&moved, &scaled) > 1e-3,
         "perturbing changed nothing"
     );
+}
+
+/// Hyper-connections with one stream at their init are the baseline, bit for bit; with `m`
+/// streams HC, mHC and mHC-lite at init keep every stream equal to the baseline's, so their
+/// output (the sum of the streams) is `m` times the baseline's; perturbed, they differ.
+#[test]
+fn multi_stream_families_start_as_the_baseline() {
+    use attnres::model::config::HyperConfig;
+    let device = test_device();
+    let toy = Toy((0..6).map(|l| 0.5 + 0.2 * l as f32).collect());
+    let e_data: Vec<f32> = (0..2 * 5 * 16)
+        .map(|i| ((i * 31 % 97) as f32 / 40.0) - 1.2)
+        .collect();
+    let e = || Tensor::<3>::from_data(TensorData::new(e_data.clone(), [2, 5, 16]), &device);
+    let residual_of = |r: ResidualConfig| Lm::init(&tiny(r), 3, &device).unwrap().residual;
+    let baseline = to_vec(residual_of(ResidualConfig::Baseline).forward(e(), &toy, None));
+    let one =
+        to_vec(residual_of(ResidualConfig::Hyper(HyperConfig::hc(1))).forward(e(), &toy, None));
+    assert_eq!(one, baseline, "hc with one stream at init");
+    for (h, m) in [
+        (HyperConfig::hc(4), 4.0),
+        (HyperConfig::mhc(4), 4.0),
+        (HyperConfig::mhc_lite(3), 3.0),
+    ] {
+        let label = ResidualConfig::Hyper(h).label();
+        let got = to_vec(residual_of(ResidualConfig::Hyper(h)).forward(e(), &toy, None));
+        let scaled: Vec<f32> = baseline.iter().map(|x| x * m).collect();
+        let diff = max_abs_diff(&got, &scaled);
+        // H_res's rows sum to 1 only to f32 rounding (a softmax or Sinkhorn with one large
+        // weight per row).
+        assert!(diff < 5e-5, "{label}: {diff} from {m} x the baseline");
+        let model = perturb(
+            Lm::init(&tiny(ResidualConfig::Hyper(h)), 3, &device).unwrap(),
+            4,
+            0.5,
+        );
+        let moved = to_vec(model.residual.forward(e(), &toy, None));
+        assert!(
+            max_abs_diff(&moved, &scaled) > 1e-3,
+            "{label}: perturbing changed nothing"
+        );
+    }
+}
+
+/// mHC's Sinkhorn-Knopp and mHC-lite's convex combination of permutations both give doubly
+/// stochastic mixing matrices: non-negative, every row and column summing to 1.
+#[test]
+fn stream_mixing_is_doubly_stochastic() {
+    use attnres::model::init::Init;
+    use attnres::model::residual::{Permutations, sinkhorn};
+    let device = test_device();
+    let m = 4;
+    let logits: Vec<f32> = (0..3 * m * m)
+        .map(|i| ((i * 17 % 23) as f32 - 11.0) / 2.0)
+        .collect();
+    let p = to_vec(sinkhorn(
+        Tensor::<4>::from_data(TensorData::new(logits, [1, 3, m, m]), &device),
+        30,
+    ));
+    let perms = Permutations::new(m, &Init::new(0, &device));
+    assert_eq!(perms.count(), 24);
+    let z: Vec<f32> = (0..3 * 24)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 1.5)
+        .collect();
+    let lite = to_vec(perms.combine(Tensor::<3>::from_data(
+        TensorData::new(z, [1, 3, 24]),
+        &device,
+    )));
+    for (name, mats) in [("sinkhorn", p), ("permutations", lite)] {
+        for mat in mats.chunks(m * m) {
+            assert!(mat.iter().all(|&x| x >= 0.0), "{name}: {mat:?}");
+            for i in 0..m {
+                let row: f32 = mat[i * m..(i + 1) * m].iter().sum();
+                let col: f32 = (0..m).map(|j| mat[j * m + i]).sum();
+                assert!(
+                    (row - 1.0).abs() < 1e-4 && (col - 1.0).abs() < 1e-4,
+                    "{name}: {mat:?}"
+                );
+            }
+        }
+    }
 }
