@@ -53,15 +53,24 @@ pub struct PowerArgs {
     /// for one-size sweeps, which have no scaling law (every arm unless --arm).
     #[arg(long, conflicts_with_all = ["multiplier", "law", "sizes"])]
     pub difference: Option<f64>,
-    /// The reference arm.
-    #[arg(long, default_value = "baseline")]
+    /// The reference arm, by its label (`block S=8`); default: the sweep file's
+    /// `reference_arm`, else `baseline`.
+    #[arg(long = "baseline", value_name = "BASELINE")]
+    pub baseline_arm: Option<String>,
+    /// The reference arm as resolved from `--baseline` and the sweep file.
+    #[arg(skip)]
     pub baseline: String,
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
 }
 
-pub fn run(args: PowerArgs) -> anyhow::Result<()> {
+pub fn run(mut args: PowerArgs) -> anyhow::Result<()> {
     let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
+    args.baseline = args
+        .baseline_arm
+        .clone()
+        .or_else(|| sweep.file.reference_arm.clone())
+        .unwrap_or_else(|| "baseline".into());
     let bad = |msg: String| InputError(format!("{}: {msg}", args.sweep.display()));
     if let Some(difference) = args.difference {
         return super::power_difference::run(&args, &sweep, difference);
