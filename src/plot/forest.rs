@@ -10,6 +10,8 @@ use crate::analysis::paired::PairedTable;
 
 struct Forest<'a> {
     title: String,
+    /// The arm every row is compared with, for the axis label.
+    reference: String,
     table: &'a PairedTable,
     /// Arms in figure order; an arm's colour is its place here plus one (the baseline has 0).
     arms: Vec<String>,
@@ -19,6 +21,7 @@ struct Forest<'a> {
 pub fn forest(
     dir: &std::path::Path,
     title: &str,
+    reference: &str,
     table: &PairedTable,
 ) -> anyhow::Result<Option<std::path::PathBuf>> {
     if !table.rows.iter().any(|r| r.test.diff.half.is_finite()) {
@@ -34,6 +37,7 @@ pub fn forest(
     super::save(
         &Forest {
             title: title.into(),
+            reference: reference.into(),
             table,
             arms,
         },
@@ -74,8 +78,8 @@ impl Figure for Forest<'_> {
                 .disable_y_mesh()
                 .y_labels(n + 2)
                 .x_desc(format!(
-                    "arm − baseline (nats/token), same seed; filled: survives Holm over {} at {}",
-                    self.table.comparisons, self.table.alpha
+                    "arm − {} (nats/token), same seed; filled: survives Holm over {} at {}",
+                    self.reference, self.table.comparisons, self.table.alpha
                 ))
                 .x_label_formatter(&|x| {
                     if x.abs() < 1e-9 {

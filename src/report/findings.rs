@@ -253,12 +253,18 @@ fn most_seeds(rows: &[PairedRow], baseline: &str) -> Option<String> {
             halves[halves.len() - 1]
         ));
     }
+    let one_cell = best.iter().all(|r| r.cell == best[0].cell);
     let listed: Vec<String> = best
         .iter()
         .map(|r| {
             let d = &r.test.diff;
+            let at = if one_cell {
+                String::new()
+            } else {
+                format!(" at `{}`", r.cell)
+            };
             format!(
-                "`{}` {:+.3} [{:+.3}, {:+.3}]",
+                "`{}`{at} {:+.3} [{:+.3}, {:+.3}]",
                 r.arm,
                 d.mean,
                 d.mean - d.half,

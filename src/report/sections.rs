@@ -306,6 +306,7 @@ fn paired(
     if let Some(png) = plot::forest(
         figs,
         &format!("{name}: each arm against `{}`", opts.baseline),
+        &opts.baseline,
         table,
     )? {
         doc.figure(

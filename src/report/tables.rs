@@ -104,14 +104,9 @@ pub fn arms_table(doc: &mut Doc, runs: &[LoadedRun], baseline: &str) {
         .collect();
     doc.h(2, format!("Variants at the largest size ({size})"));
     doc.p("Mean over seeds with its two-sided 95% Student-t interval, `t(0.975, n-1)·s/√n` (no interval with one seed).");
+    let versus = format!("vs {baseline}");
     doc.table(
-        &[
-            "variant",
-            "val loss",
-            "95% t-interval",
-            "vs baseline",
-            "seeds",
-        ],
+        &["variant", "val loss", "95% t-interval", &versus, "seeds"],
         rows,
     );
 }

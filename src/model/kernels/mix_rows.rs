@@ -5,19 +5,15 @@
 //!
 //! The inner loops are written once, over sixteen lanes with fused multiply-adds
 //! (`lanes.rs`), and run in AVX-512, AVX2 or plain Rust as the CPU allows: the same floats
-//! in each, since every lane does the same operations in the same order. Narrow models'
-//! forwards take sixteen tokens at a time (`tiled.rs`), with `e^x` in lanes (`exp.rs`):
-//! the same floats again.
+//! in each, since every lane does the same operations in the same order.
 
 use super::omp::for_each_task;
 use super::rows::{ROWS_PER_TASK, rms_norm_in_place};
 
 mod at_push;
 mod backward;
-mod exp;
 mod lanes;
 mod push;
-mod tiled;
 #[cfg(target_arch = "x86_64")]
 use lanes::{Avx2, Avx512};
 use lanes::{Form, Lanes, Portable, WIDTH};
@@ -276,29 +272,12 @@ unsafe fn forward_rows_avx512(t: Task, x: &mut [f32], saved: &mut [f32]) {
     unsafe { forward_rows::<Avx512>(t, x, saved) }
 }
 
-/// One task's rows of [`mix_forward`]: sixteen tokens at a time in narrow models
-/// (`tiled.rs`), else one at a time; the same floats either way.
-///
-/// # Safety
-/// The CPU has `S`'s features.
-#[inline(always)]
-unsafe fn forward_rows<S: Lanes>(t: Task, x: &mut [f32], saved: &mut [f32]) {
-    // SAFETY: `S`'s features as the caller promised.
-    unsafe {
-        if t.src.d < tiled::TILED_BELOW_D {
-            tiled::forward_rows_tiled::<S>(t, x, saved)
-        } else {
-            forward_rows_by_token::<S>(t, x, saved)
-        }
-    }
-}
-
 /// One task's rows of [`mix_forward`], a token at a time.
 ///
 /// # Safety
 /// The CPU has `S`'s features.
 #[inline(always)]
-unsafe fn forward_rows_by_token<S: Lanes>(t: Task, x: &mut [f32], saved: &mut [f32]) {
+unsafe fn forward_rows<S: Lanes>(t: Task, x: &mut [f32], saved: &mut [f32]) {
     let (src, d) = (t.src, t.src.d);
     let sources = src.count();
     let mut w = Weights::new(sources);

@@ -8,7 +8,7 @@ use super::super::doc::Doc;
 use crate::analysis::cost::cost_curves;
 use crate::analysis::figures::Profile;
 use crate::analysis::{depth_views, views};
-use crate::model::config::ResidualConfig;
+use crate::model::config::{HyperKind, ResidualConfig};
 use crate::plot;
 
 /// Fig. 6: loss against block size, with baseline and Full as reference lines.
@@ -59,6 +59,18 @@ pub(super) fn depth_attention_section(
     }
     let size = &weights.size;
     if !weights.sources.is_empty() {
+        let in_streams = a.runs.iter().any(|r| {
+            matches!(&r.planned.spec.model.residual,
+                ResidualConfig::Hyper(h) if h.kind == HyperKind::MhcAttnRes)
+        });
+        let caption = format!(
+            "{SOURCES_CAPTION}{}",
+            if in_streams {
+                " For mhc_attnres, the sources are the embedding and each earlier layer's write into a stream, and the weights are averaged over its streams."
+            } else {
+                ""
+            }
+        );
         doc.figure(
             plot::depth_attention(
                 figs,
@@ -67,7 +79,7 @@ pub(super) fn depth_attention_section(
                 &weights.sources,
                 ("Source", "Mixing step (out = the output's)"),
             )?,
-            "The mean weight each mixing step puts on each source at the end of training, averaged over seeds (each panel says how many). Sources: `emb` is the embedding; then, for Full AttnRes, each earlier layer's output, and for Block AttnRes, each completed block. In a block after its first layer, a row's last cell is the block's partial sum. With a window of W sources, the columns after `emb` are the W latest, -1 the latest.",
+            &caption,
         );
     }
     if !weights.streams.is_empty() {
@@ -220,3 +232,6 @@ pub(super) fn magnitudes(
     }
     Ok(())
 }
+
+/// The depth-attention figure's caption for the AttnRes families.
+const SOURCES_CAPTION: &str = "The mean weight each mixing step puts on each source at the end of training, averaged over seeds (each panel says how many). Sources: `emb` is the embedding; then, for Full AttnRes, each earlier layer's output, and for Block AttnRes, each completed block. In a block after its first layer, a row's last cell is the block's partial sum. With a window of W sources, the columns after `emb` are the W latest, -1 the latest.";

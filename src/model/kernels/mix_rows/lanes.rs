@@ -28,16 +28,6 @@ pub trait Lanes {
     unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     /// `c - a b`, lane by lane, rounded once.
     unsafe fn neg_mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
-    /// `a - b`, lane by lane.
-    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
-    /// `a / b`, lane by lane.
-    unsafe fn div(a: Self::V, b: Self::V) -> Self::V;
-    /// The square root of each lane.
-    unsafe fn sqrt(x: Self::V) -> Self::V;
-    /// `b` where it is greater than `a`, else `a` (so `a` where `b` is NaN), lane by lane.
-    unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
-    /// `e^x` of each lane, as the C library's `expf` rounds it (`exp.rs`).
-    unsafe fn exp(x: Self::V) -> Self::V;
     /// The lanes' sum in a tree: lanes `i` and `i + 8` first, then `i` and `i + 4` of those,
     /// `i` and `i + 2`, and the last two.
     unsafe fn sum(x: Self::V) -> f32;
@@ -133,31 +123,6 @@ impl Lanes for Portable {
     }
 
     #[inline(always)]
-    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
-        std::array::from_fn(|i| a[i] - b[i])
-    }
-
-    #[inline(always)]
-    unsafe fn div(a: Self::V, b: Self::V) -> Self::V {
-        std::array::from_fn(|i| a[i] / b[i])
-    }
-
-    #[inline(always)]
-    unsafe fn sqrt(x: Self::V) -> Self::V {
-        x.map(f32::sqrt)
-    }
-
-    #[inline(always)]
-    unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
-        std::array::from_fn(|i| if b[i] > a[i] { b[i] } else { a[i] })
-    }
-
-    #[inline(always)]
-    unsafe fn exp(x: Self::V) -> Self::V {
-        x.map(super::exp::expf)
-    }
-
-    #[inline(always)]
     unsafe fn sum(x: Self::V) -> f32 {
         let mut s = x;
         for half in [8, 4, 2, 1] {
@@ -195,12 +160,6 @@ mod tests {
                 S::mul_add(a, b, c),
                 S::neg_mul_add(a, b, c),
                 S::mul_add(S::splat(x[5]), a, c),
-                S::sub(a, b),
-                S::div(a, b),
-                S::sqrt(S::mul(a, a)),
-                S::exp(S::mul(a, S::splat(30.0))),
-                S::max(a, b),
-                S::max(S::sqrt(a), b),
             ];
             let mut out = vec![0.0f32; 16 * r.len()];
             for (i, r) in r.iter().enumerate() {

@@ -3,44 +3,6 @@
 use super::super::rows::inv_rms;
 use super::*;
 
-/// The forward of narrow models, sixteen tokens at a time in every form, writes the
-/// floats of the portable token-at-a-time path bit for bit: 1 to 20 sources (one and
-/// two sets of lanes), a last tile of 5 tokens, with and without the key norm and the
-/// partial sum, and logits spread far enough that exponentials underflow.
-#[test]
-fn the_tiled_forward_equals_the_forward_by_token() {
-    let (n, d) = (37, 40);
-    for sources in [1, 2, 3, 6, 15, 16, 17, 20] {
-        for (key_norm, partial) in [(true, true), (false, true), (true, false)] {
-            let (stacked, p, q) = inputs(n, d, sources - usize::from(partial), 3);
-            let q: Vec<f32> = q.iter().map(|q| q * 40.0).collect();
-            let mut task = first_task(&stacked, &p, &q, n, d);
-            task.key_norm = key_norm;
-            if !partial {
-                task.src.partial = None;
-            }
-            let fresh = || (vec![0.0f32; n * d], vec![0.0f32; n * sources * SAVED]);
-            let (mut x, mut saved) = fresh();
-            // SAFETY: the portable form runs anywhere.
-            unsafe { forward_rows_by_token::<Portable>(task, &mut x, &mut saved) };
-            let underflowed = saved.chunks_exact(SAVED).filter(|w| w[0] == 0.0).count();
-            for form in Form::all_here() {
-                let (mut tiled_x, mut tiled_saved) = fresh();
-                // SAFETY: `form` is one this CPU has; below `TILED_BELOW_D`.
-                unsafe { forward_rows_in(form, task, &mut tiled_x, &mut tiled_saved) };
-                let case =
-                    format!("{form:?}, {sources} sources, norm {key_norm}, partial {partial}");
-                assert_eq!(bits(&tiled_x), bits(&x), "{case}");
-                assert_eq!(bits(&tiled_saved), bits(&saved), "{case}");
-            }
-            assert!(
-                sources == 1 || underflowed > 0,
-                "no weight underflowed: {sources}"
-            );
-        }
-    }
-}
-
 /// `inv_rms_of` agrees with `rows::inv_rms` on the same row.
 #[test]
 fn inverse_rms_from_the_sum_of_squares() {
@@ -155,7 +117,6 @@ fn dots_in_every_form_equal_the_definition() {
 /// same weights; with and without tails of fewer than 16 entries.
 #[test]
 fn forward_rows_in_every_form_equal_the_source_by_source_sums() {
-    // Narrow rows take the tiled path, 260 the token-at-a-time one.
     for d in [64, 72, 67, 260] {
         let (n, k) = (ROWS_PER_TASK, 5);
         let (stacked, partial, q) = inputs(n, d, k, 10);

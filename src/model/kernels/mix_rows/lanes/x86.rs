@@ -76,38 +76,6 @@ impl Lanes for Avx2 {
 
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
-        (_mm256_sub_ps(a.0, b.0), _mm256_sub_ps(a.1, b.1))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn div(a: Self::V, b: Self::V) -> Self::V {
-        (_mm256_div_ps(a.0, b.0), _mm256_div_ps(a.1, b.1))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn sqrt(x: Self::V) -> Self::V {
-        (_mm256_sqrt_ps(x.0), _mm256_sqrt_ps(x.1))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
-        // `maxps` answers its second operand unless the first is greater.
-        (_mm256_max_ps(b.0, a.0), _mm256_max_ps(b.1, a.1))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn exp(x: Self::V) -> Self::V {
-        // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
-        unsafe { super::super::exp::exp_avx2(x) }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
     unsafe fn sum(x: Self::V) -> f32 {
         sum8(_mm256_add_ps(x.0, x.1))
     }
@@ -161,38 +129,6 @@ impl Lanes for Avx512 {
     #[target_feature(enable = "avx512f,avx2,fma")]
     unsafe fn neg_mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
         _mm512_fnmadd_ps(a, b, c)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
-        _mm512_sub_ps(a, b)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn div(a: Self::V, b: Self::V) -> Self::V {
-        _mm512_div_ps(a, b)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn sqrt(x: Self::V) -> Self::V {
-        _mm512_sqrt_ps(x)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
-        // `vmaxps` answers its second operand unless the first is greater.
-        _mm512_max_ps(b, a)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn exp(x: Self::V) -> Self::V {
-        // SAFETY: compiled for, and called on, a CPU with AVX-512.
-        unsafe { super::super::exp::exp_avx512(x) }
     }
 
     #[inline]
