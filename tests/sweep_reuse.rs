@@ -29,6 +29,19 @@ fn run_ids(dir: &Path) -> Vec<String> {
     ids
 }
 
+/// `attnres run SWEEP --results RESULTS` on one thread, which must succeed.
+fn train(sweep: &Path, results: &Path) -> std::process::Output {
+    let o = attnres()
+        .arg("run")
+        .arg(sweep)
+        .args(["--threads", "1", "--results"])
+        .arg(results)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    o
+}
+
 #[test]
 fn a_sweep_copies_the_runs_another_sweep_finished() {
     let tmp = TempDir::new("sweep-reuse");
@@ -38,18 +51,7 @@ fn a_sweep_copies_the_runs_another_sweep_finished() {
         "first.yaml",
         &format!("name: first\nresidual: [baseline, full]\nseeds: [0]\n{SETTING}"),
     );
-    let o = attnres()
-        .args([
-            "run",
-            first.to_str().unwrap(),
-            "--threads",
-            "1",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    train(&first, &results);
     let first_ids = run_ids(&results.join("first"));
     assert_eq!(first_ids.len(), 2);
 
@@ -62,18 +64,7 @@ fn a_sweep_copies_the_runs_another_sweep_finished() {
              seeds: [0, 1]\ngrid: {{exclude: [{{variant: [baseline], seed: [1]}}]}}\n{SETTING}"
         ),
     );
-    let o = attnres()
-        .args([
-            "run",
-            second.to_str().unwrap(),
-            "--threads",
-            "1",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = train(&second, &results);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         out.contains(&format!(
@@ -101,4 +92,23 @@ fn a_sweep_copies_the_runs_another_sweep_finished() {
         })
         .collect();
     assert!(stray.is_empty(), "temporaries left: {stray:?}");
+
+    // A refused run (no GPU here) copies nothing: bad input writes nothing.
+    let third = write(
+        tmp.path(),
+        "third.yaml",
+        &format!("name: third\nresidual: [baseline, full]\nseeds: [0]\n{SETTING}"),
+    );
+    let o = attnres()
+        .arg("run")
+        .arg(&third)
+        .args(["--device", "cuda", "--results"])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        !results.join("third").exists(),
+        "a refused run wrote its sweep folder"
+    );
 }

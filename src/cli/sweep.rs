@@ -372,11 +372,11 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
         .iter()
         .filter(|r| filters.iter().all(|f| f.matches(r)))
         .collect();
-    if !args.dry_run {
-        reuse_runs(&sweep, &args.sweep.results, &selected)?;
-    }
     if args.slurm.executor == super::slurm::Executor::Slurm {
         refuse_local_options(&args)?;
+        if !args.dry_run {
+            reuse_runs(&sweep, &args.sweep.results, &selected)?;
+        }
         return super::slurm::submit(
             &sweep,
             &selected,
@@ -406,6 +406,8 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     for device in &args.devices {
         check_environment(&sweep, &filters, (backend, device), args.jobs_per_device)?;
     }
+    // After the checks: bad input writes nothing.
+    reuse_runs(&sweep, &args.sweep.results, &selected)?;
     let opts = RunnerOptions {
         results_root: args.sweep.results.clone(),
         jobs,
