@@ -78,6 +78,16 @@ fn a_sweep_copies_the_runs_another_sweep_finished() {
     assert_eq!(second_ids.len(), 5, "baseline s0, full s0-1, block s0-1");
     for id in &first_ids {
         assert!(second_ids.contains(id), "{id} not in the second sweep");
+        // The final weights come along: `export` loads them from the copy.
+        let out = tmp.path().join(format!("{id}.safetensors"));
+        let o = attnres()
+            .arg("export")
+            .arg(results.join("second").join(id))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success() && out.is_file(), "{}", stderr(&o));
         for file in ["summary.json", "steps.csv", "layers.parquet", "status.json"] {
             let a = std::fs::read(results.join("first").join(id).join(file)).unwrap();
             let b = std::fs::read(results.join("second").join(id).join(file)).unwrap();

@@ -61,9 +61,10 @@ fn is_done(dir: &Path) -> bool {
         && view(&RunDir::new(dir)).is_ok_and(|v| v.state == RunState::Done)
 }
 
-/// Copies the files of the finished run `from` (not its lease or temporaries) into a
-/// temporary folder beside `to`, then renames it to `to`, so `to` is whole or absent. False
-/// when another process made `to` first (its copy stands; ours is removed).
+/// Copies the finished run `from` (its files and its final checkpoint, which `export` and
+/// `score` load; not its lease or temporaries) into a temporary folder beside `to`, then
+/// renames it to `to`, so `to` is whole or absent. False when another process made `to`
+/// first (its copy stands; ours is removed).
 fn copy_run(from: &Path, to: &Path) -> Result<bool, StoreError> {
     let tmp = to.with_file_name(format!(
         "{}.copy.{}.tmp",
@@ -71,15 +72,9 @@ fn copy_run(from: &Path, to: &Path) -> Result<bool, StoreError> {
         std::process::id()
     ));
     let result = (|| {
-        fs::create_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
-        for entry in fs::read_dir(from).map_err(|e| StoreError::io(from, e))? {
-            let path = entry.map_err(|e| StoreError::io(from, e))?.path();
-            let name = path.file_name().unwrap_or_default().to_string_lossy();
-            let skip = name == "lock" || name.starts_with("lease") || name.ends_with(".tmp");
-            if path.is_file() && !skip {
-                fs::copy(&path, tmp.join(path.file_name().unwrap_or_default()))
-                    .map_err(|e| StoreError::write(&tmp, e))?;
-            }
+        copy_files(from, &tmp)?;
+        if let Some(ckpt) = RunDir::new(from).find_checkpoint() {
+            copy_files(&ckpt, &RunDir::new(&tmp).checkpoint())?;
         }
         Ok(fs::rename(&tmp, to).is_ok())
     })();
@@ -87,4 +82,20 @@ fn copy_run(from: &Path, to: &Path) -> Result<bool, StoreError> {
         let _ = fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// The plain files of `from` into `to` (made first), leaving out locks, leases and
+/// temporaries.
+fn copy_files(from: &Path, to: &Path) -> Result<(), StoreError> {
+    fs::create_dir_all(to).map_err(|e| StoreError::io(to, e))?;
+    for entry in fs::read_dir(from).map_err(|e| StoreError::io(from, e))? {
+        let path = entry.map_err(|e| StoreError::io(from, e))?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let skip = name == "lock" || name.starts_with("lease") || name.ends_with(".tmp");
+        if path.is_file() && !skip {
+            fs::copy(&path, to.join(path.file_name().unwrap_or_default()))
+                .map_err(|e| StoreError::write(to, e))?;
+        }
+    }
+    Ok(())
 }
