@@ -155,24 +155,27 @@ pub fn flops_per_token(c: &ModelConfig) -> FlopsPerToken {
         ResidualConfig::AttnRes(_) => 4 * d * pairs,
         // Ours (SPEC is silent): a weighted sum is one multiply-add per element.
         ResidualConfig::Denseformer => 2 * d * pairs,
-        // Per stream, Full AttnRes's 4 d per (step, source); per layer the read (2 m d), the
-        // write (m d) and the two gates; the final sum.
-        ResidualConfig::Hyper(h) if h.kind == HyperKind::MhcAttnRes => {
-            let (m, l) = (h.streams as u64, c.n_layers() as u64);
-            4 * m * d * pairs + l * (3 * m * d + 4 * m) + m * d
-        }
         ResidualConfig::Hyper(h) => {
             let (m, l) = (h.streams as u64, c.n_layers() as u64);
-            // Gates and normalisations of the coefficients: a few operations per logit.
-            let coefficients = match h.kind {
-                HyperKind::Hc { dynamic } => u64::from(dynamic) * 4 * m * (m + 2),
-                HyperKind::Mhc { sinkhorn_iters } => 4 * m + 4 * m * m * sinkhorn_iters as u64,
-                HyperKind::MhcLite | HyperKind::MhcAttnRes => {
-                    let r = h.mixing_logits() as u64;
-                    4 * m + 3 * r + 2 * r * m * m
+            let r = h.mixing_logits() as u64;
+            // Per layer: the read, the mixing and the write, `2 m d (m + 2)`, plus the gates
+            // and normalisations of the coefficients, a few operations per logit.
+            let streams = 2 * m * d * (m + 2);
+            let per_layer = match h.kind {
+                HyperKind::Hc { dynamic } => streams + u64::from(dynamic) * 4 * m * (m + 2),
+                HyperKind::Mhc { sinkhorn_iters } => {
+                    streams + 4 * m + 4 * m * m * sinkhorn_iters as u64
                 }
+                HyperKind::MhcLite => streams + 4 * m + 3 * r + 2 * r * m * m,
+                // No mixing: the read (2 m d), the write (m d) and the two gates.
+                HyperKind::MhcAttnRes => 3 * m * d + 4 * m,
             };
-            l * (2 * m * d * (m + 2) + coefficients) + m * d
+            // mhc_attnres: in each stream, Full AttnRes's 4 d per (step, source).
+            let in_streams = match h.kind {
+                HyperKind::MhcAttnRes => 4 * m * d * pairs,
+                _ => 0,
+            };
+            l * per_layer + in_streams + m * d
         }
     };
     FlopsPerToken {
