@@ -2,7 +2,7 @@
 
 mod common;
 
-use attnres::model::residual::{AttnResPath, Residual, Scorer};
+use attnres::model::residual::{AttnResPath, Residual, Scorer, definition};
 use attnres::model::{Lm, ResidualConfig, Trace};
 use burn::tensor::{Tensor, TensorData};
 use common::*;
@@ -109,8 +109,10 @@ fn reference_attnres(e: &[f32], queries: &[Vec<f32>], starts: &[usize], toy: &To
     softmax_mix(&blocks, &queries[layers])
 }
 
-/// Full (S = 1), Block AttnRes (S = 2, 3, L) and blocks of lengths 1, 2, 3 and 4, 1, 1
-/// against the plain loop, with random queries and key-norm gains, to f32 rounding.
+/// Full (S = 1), Block AttnRes (S = 2, 3, L) and blocks of lengths 1, 2, 3 and 4, 1, 1,
+/// with random queries and key-norm gains: the definition (`residual::definition`) equals
+/// the plain loop, and the naive, two-phase and stacked paths equal the definition, to f32
+/// rounding.
 #[test]
 fn attnres_matches_an_independent_loop() {
     use attnres::model::config::AttnResConfig;
@@ -139,6 +141,7 @@ fn attnres_matches_an_independent_loop() {
         let toy = Toy((0..config.n_layers())
             .map(|l| 0.6 + 0.3 * l as f32)
             .collect());
+        let defined = to_vec(definition::block_attnres(attnres, e.clone(), &toy));
         let paths = [
             (
                 "naive",
@@ -169,10 +172,15 @@ fn attnres_matches_an_independent_loop() {
         );
         for pos in 0..t {
             let want = reference_attnres(&e_data[pos * d..(pos + 1) * d], &queries, &starts, &toy);
-            for (path, got) in &paths {
-                let diff = max_abs_diff(&got[pos * d..(pos + 1) * d], &want);
-                assert!(diff < 1e-5, "{path}, {s}, token {pos}: max diff {diff}");
-            }
+            let diff = max_abs_diff(&defined[pos * d..(pos + 1) * d], &want);
+            assert!(diff < 1e-5, "definition, {s}, token {pos}: max diff {diff}");
+        }
+        for (path, got) in &paths {
+            let diff = max_abs_diff(got, &defined);
+            assert!(
+                diff < 1e-5,
+                "{path} against the definition, {s}: max diff {diff}"
+            );
         }
     }
 }

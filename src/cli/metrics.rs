@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::sweep::SweepArgs;
+use super::sweep_args::SweepArgs;
 use crate::runner::view;
 use crate::spec::PlannedRun;
 use crate::store::metrics::{read_depth, read_layers, read_steps};

@@ -12,6 +12,7 @@ mod slurm;
 mod speed;
 mod status;
 mod sweep;
+mod sweep_args;
 mod train;
 mod watch;
 
@@ -39,7 +40,7 @@ pub enum Command {
     /// Train every run of a sweep that is not done (resumes partial runs, skips done ones).
     Run(sweep::RunArgs),
     /// Show done / partial / failed / pending runs of a sweep, with their last loss.
-    Status(sweep::SweepArgs),
+    Status(sweep_args::SweepArgs),
     /// Fit scaling laws and compute multipliers (with bootstrap intervals) and write fits.json.
     Fit(analyze::FitCmd),
     /// Write REPORTS/NAME/report.md, a self-contained report.html and figures from the results.
@@ -64,7 +65,7 @@ pub enum Command {
     /// Depth I/O, pipeline communication, prefill cache and training memory of a model shape.
     Cost(cost::CostArgs),
     /// Cancel a sweep's Slurm jobs.
-    Cancel(sweep::SweepArgs),
+    Cancel(sweep_args::SweepArgs),
     /// A live view of a sweep: running runs, counts, and the time left by FLOPs.
     Watch(watch::WatchArgs),
     /// One Slurm array task: train the manifest's run at this index (used by `--executor slurm`).

@@ -73,7 +73,13 @@ pub fn run(mut args: PowerArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| "baseline".into());
     let bad = |msg: String| InputError(format!("{}: {msg}", args.sweep.display()));
     if let Some(difference) = args.difference {
-        return super::power_difference::run(&args, &sweep, difference);
+        let question = super::power_difference::Question {
+            baseline: &args.baseline,
+            arm: args.arm.as_ref(),
+            sigma: args.sigma,
+            results: &args.results,
+        };
+        return super::power_difference::run(question, &sweep, difference);
     }
     let arm = match &args.arm {
         Some(a) => a.clone(),

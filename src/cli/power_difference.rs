@@ -9,7 +9,6 @@
 
 use super::InputError;
 use super::analyze::print_table;
-use super::power::PowerArgs;
 use super::speed::Speed;
 use crate::analysis::design::Design;
 use crate::analysis::power::{TARGET, pooled_sd, power_at_size, sd_interval, seeds_at_size};
@@ -18,12 +17,18 @@ use crate::fmt::duration;
 use crate::model::flops::flops_exact;
 use crate::spec::Sweep;
 
-pub(super) fn run(args: &PowerArgs, sweep: &Sweep, difference: f64) -> anyhow::Result<()> {
+/// What `attnres power --difference` is asked: the arms compared, the noise if given, and
+/// where the runs are.
+pub(super) struct Question<'a> {
+    pub baseline: &'a String,
+    pub arm: Option<&'a String>,
+    pub sigma: Option<f64>,
+    pub results: &'a std::path::Path,
+}
+
+pub(super) fn run(args: Question, sweep: &Sweep, difference: f64) -> anyhow::Result<()> {
     let bad = |msg: String| InputError(format!("{}: {msg}", sweep.path.display()));
-    for name in [Some(&args.baseline), args.arm.as_ref()]
-        .into_iter()
-        .flatten()
-    {
+    for name in [Some(args.baseline), args.arm].into_iter().flatten() {
         if !sweep.runs.iter().any(|r| &r.arm == name) {
             anyhow::bail!(bad(format!("no arm `{name}` in the sweep")));
         }
@@ -33,10 +38,10 @@ pub(super) fn run(args: &PowerArgs, sweep: &Sweep, difference: f64) -> anyhow::R
             "--difference {difference}: give a positive number of nats, e.g. 0.02"
         )));
     }
-    let runs = crate::analysis::load::load_runs(std::slice::from_ref(sweep), &args.results)?;
-    let design = Design::new(&fit_points(&runs, false), &args.baseline);
+    let runs = crate::analysis::load::load_runs(std::slice::from_ref(sweep), args.results)?;
+    let design = Design::new(&fit_points(&runs, false), args.baseline);
     let compared: Vec<usize> = (1..design.arms.len())
-        .filter(|&k| args.arm.as_ref().is_none_or(|a| *a == design.arms[k]))
+        .filter(|&k| args.arm.is_none_or(|a| *a == design.arms[k]))
         .collect();
     let diffs = |k: usize| -> Vec<Vec<f64>> {
         (0..design.cells.len())
@@ -107,12 +112,11 @@ pub(super) fn run(args: &PowerArgs, sweep: &Sweep, difference: f64) -> anyhow::R
         .filter(|r| r.seed == sweep.runs[0].seed)
         .filter(|r| {
             args.arm
-                .as_ref()
-                .is_none_or(|a| *a == r.arm || r.arm == args.baseline)
+                .is_none_or(|a| *a == r.arm || r.arm == *args.baseline)
         })
         .map(|r| flops_exact(&r.spec.model, r.spec.total_tokens()))
         .sum();
-    let speed = Speed::of_finished(&sweep.results_dir(&args.results));
+    let speed = Speed::of_finished(&sweep.results_dir(args.results));
     if let Some(n) = seeds {
         println!(
             "\ncost of {n} seeds: {:.3e} FLOPs, {} {}",

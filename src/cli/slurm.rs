@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::InputError;
-use super::sweep::SweepArgs;
+use super::sweep_args::SweepArgs;
 use super::train::DeviceArgs;
 use crate::runner::slurm::{self, SlurmOptions};
 use crate::runner::{RunOutcome, view};
@@ -124,7 +124,7 @@ pub fn submit(
         }
     }
     if !dry_run {
-        let results = super::sweep::results_flag(&sweep_args.results);
+        let results = super::sweep_args::results_flag(&sweep_args.results);
         println!(
             "logs: {}/logs/JOB_TASK.log; `attnres status {}{results}` shows progress, `attnres cancel {}{results}` stops it",
             root.display(),
@@ -184,7 +184,7 @@ pub fn run_cancel(args: SweepArgs) -> anyhow::Result<()> {
         )));
     }
     let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
-    let (ids, all) = slurm::cancel(&sweep.results_dir(&args.results))?;
+    let (ids, all) = crate::runner::slurm_queue::cancel(&sweep.results_dir(&args.results))?;
     match (ids.is_empty(), all.is_empty()) {
         (_, true) => println!("sweep {}: no Slurm jobs submitted", sweep.file.name),
         (true, false) => println!(

@@ -1,7 +1,7 @@
 //! `attnres status`: every run of a sweep with its state (done, partial, failed, pending, or
 //! what the Slurm queue says), its last step and losses, and why a failed run failed.
 
-use super::sweep::SweepArgs;
+use super::sweep_args::SweepArgs;
 use crate::runner::view;
 use crate::store::metrics::read_steps;
 use crate::store::{RunDir, RunState, Status};
@@ -18,7 +18,7 @@ pub(super) fn task_column(sweep: &crate::spec::Sweep, run: &crate::spec::Planned
 pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.load()?;
     let root = sweep.results_dir(&args.results);
-    let queue = crate::runner::slurm::queue_states(&root);
+    let queue = crate::runner::slurm_queue::queue_states(&root);
     println!(
         "{:<10} {:<22} {:<10} {:>4} {:<16} {:>11} {:>10} {:>10}{}",
         "id",
@@ -86,7 +86,7 @@ pub fn run_status(args: SweepArgs) -> anyhow::Result<()> {
             (&v.state, dir.read_status())
         {
             println!("           failed: {reason}");
-            if let Some(log) = crate::runner::slurm::log_of(&root, &run.id) {
+            if let Some(log) = crate::runner::slurm_queue::log_of(&root, &run.id) {
                 println!("           log: {}", log.display());
             }
         }

@@ -1,10 +1,10 @@
-//! `attnres plan`, `attnres run` and `attnres status`: a whole study from one sweep file.
-
-use std::path::PathBuf;
+//! `attnres plan` and `attnres run`: a whole study from one sweep file.
 
 use clap::Args;
 
 use super::status::task_column;
+use super::sweep_args::SweepArgs;
+use super::sweep_args::results_flag;
 use super::train::DeviceArgs;
 use super::{InputError, thousands};
 use crate::backend::BackendKind;
@@ -15,18 +15,6 @@ use crate::runner::eta::{Clock, Source, tokens_done};
 use crate::runner::{Filter, RunOutcome, RunnerOptions, outcome_text, run_sweep, view};
 use crate::spec::Sweep;
 use crate::store::{RunDir, RunState};
-
-#[derive(Debug, Args)]
-pub struct SweepArgs {
-    /// The sweep file (sweeps/NAME.yaml).
-    pub sweep: PathBuf,
-    /// Where run folders live: RESULTS/NAME/RUN_ID.
-    #[arg(long, default_value = "results")]
-    pub results: PathBuf,
-    /// Select runs: key=value (size, arm, variant, block_size, seed, id, task) or text; repeatable.
-    #[arg(long)]
-    pub filter: Vec<String>,
-}
 
 /// `attnres plan`: the sweep, and the device and parallelism whose memory it must fit.
 #[derive(Debug, Args)]
@@ -75,58 +63,6 @@ fn check_environment(
     sweep
         .check_environment(limit.as_ref(), &|r| filters.iter().all(|f| f.matches(r)))
         .map_err(|e| InputError(e.to_string()).into())
-}
-
-impl SweepArgs {
-    pub(super) fn load(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
-        let sweep = Sweep::load(&self.sweep).map_err(|e| InputError(e.to_string()))?;
-        let filters = self
-            .filter
-            .iter()
-            .map(|f| {
-                f.parse::<Filter>()
-                    .map_err(|e| InputError(format!("--filter {f}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        check_filters_select(&sweep, &self.filter, &filters)?;
-        Ok((sweep, filters))
-    }
-
-    /// [`Self::load`], and `--results` a folder the sweep's runs can be written into.
-    pub(super) fn load_to_train(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
-        let loaded = self.load()?;
-        crate::store::root::check(&self.results, &loaded.0.file.name).map_err(InputError)?;
-        Ok(loaded)
-    }
-}
-
-/// Refuses `--filter`s that select nothing: each must match a run of the sweep, and all of
-/// them together at least one, or the command would do nothing and say it succeeded.
-fn check_filters_select(sweep: &Sweep, raw: &[String], filters: &[Filter]) -> anyhow::Result<()> {
-    let file = sweep.path.display();
-    for (text, filter) in raw.iter().zip(filters) {
-        if !sweep.runs.iter().any(|r| filter.matches(r)) {
-            let hint = match filter.known_values(&sweep.runs) {
-                Some((key, values)) => format!("; its {key} values are {}", values.join(", ")),
-                None => String::new(),
-            };
-            anyhow::bail!(InputError(format!(
-                "--filter {text} matches no run of {file}{hint}"
-            )));
-        }
-    }
-    if !filters.is_empty()
-        && !sweep
-            .runs
-            .iter()
-            .any(|r| filters.iter().all(|f| f.matches(r)))
-    {
-        anyhow::bail!(InputError(format!(
-            "--filter {} together match no run of {file}; drop one of them",
-            raw.join(" --filter ")
-        )));
-    }
-    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -460,13 +396,4 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// ` --results DIR` when the results folder is not the default, for commands we suggest.
-pub(super) fn results_flag(results: &std::path::Path) -> String {
-    if results == std::path::Path::new("results") {
-        String::new()
-    } else {
-        format!(" --results {}", results.display())
-    }
 }

@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write};
 
 use clap::Args;
 
-use super::sweep::SweepArgs;
+use super::sweep_args::SweepArgs;
 use crate::fmt::duration;
 use crate::runner::eta::{Clock, flops_left};
 use crate::runner::view;
@@ -64,7 +64,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
 /// One view of the sweep, and how many runs are still to train (running, partial, pending).
 fn frame(sweep: &Sweep, runs: &[&PlannedRun], args: &WatchArgs) -> anyhow::Result<(String, usize)> {
     let root = sweep.results_dir(&args.sweep.results);
-    let queue = crate::runner::slurm::queue_states(&root);
+    let queue = crate::runner::slurm_queue::queue_states(&root);
     let clock = Clock::measure(
         &sweep.runs,
         &root,

@@ -4,6 +4,7 @@
 use super::*;
 use crate::analysis::fit::{EMode, Law};
 use crate::analysis::multiplier::{ArmFit, Estimate};
+use crate::analysis::paired::PairedRow;
 use crate::analysis::stats::PairedTest;
 use crate::analysis::validation::{HeldOutArm, HoldOut};
 

@@ -7,6 +7,7 @@ mod filter;
 mod local;
 pub mod reuse;
 pub mod slurm;
+pub mod slurm_queue;
 
 pub use filter::Filter;
 pub use local::{RunOutcome, RunnerOptions, SweepReport, job_devices, outcome_text, run_sweep};

@@ -64,7 +64,7 @@ pub(super) mod tch_kernel {
     use super::super::composed;
     use super::super::mix::tch_kernel::{slotted, sources};
     use super::super::mix_rows;
-    use super::super::stack::padded_slots;
+    use super::super::stack_grad::padded_slots;
     use super::super::tch_memory::{cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut};
     use super::unbox;
 

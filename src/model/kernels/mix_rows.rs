@@ -4,9 +4,13 @@
 //! (`omp.rs`).
 //!
 //! The inner loops are written once, over sixteen lanes with fused multiply-adds
-//! (`lanes.rs`), and run in AVX-512, AVX2 or plain Rust as the CPU allows: the same floats
-//! in each, since every lane does the same operations in the same order.
+//! (`lanes.rs`), and compiled for AVX-512, AVX2 or plain x86-64 as the CPU allows
+//! (`cpu::Form`): the same floats in each, since every lane does the same operations in the
+//! same order.
 
+use pulp::{Simd, WithSimd};
+
+use super::cpu::Form;
 use super::omp::for_each_task;
 use super::rows::{ROWS_PER_TASK, rms_norm_in_place};
 
@@ -14,9 +18,7 @@ mod at_push;
 mod backward;
 mod lanes;
 mod push;
-#[cfg(target_arch = "x86_64")]
-use lanes::{Avx2, Avx512};
-use lanes::{Form, Lanes, Portable, WIDTH};
+use lanes::WIDTH;
 
 pub use at_push::mix_backward_at_push;
 pub use backward::{SourceGrads, mix_backward};
@@ -62,55 +64,41 @@ impl<'a> Sources<'a> {
 }
 
 /// `v . w_m` for each of `M` vectors in one pass over `v`: [`WIDTH`] partial sums each, one
-/// multiply-add a chunk of the row, added up by [`Lanes::sum`]'s tree, then the tail of
+/// multiply-add a chunk of the row, added up by [`lanes::sum`]'s tree, then the tail of
 /// fewer than [`WIDTH`] entries in order.
-///
-/// # Safety
-/// The CPU has `S`'s features.
 #[inline(always)]
-unsafe fn dots<S: Lanes, const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
+fn dots<const M: usize>(v: &[f32], w: [&[f32]; M]) -> [f32; M] {
     let d = v.len();
     assert!(w.iter().all(|w| w.len() == d));
     let body = d / WIDTH * WIDTH;
-    // SAFETY: `S`'s features as the caller promised; every row holds `d >= c + WIDTH`
-    // entries (asserted above).
-    unsafe {
-        let mut acc = [S::splat(0.0); M];
-        for c in (0..body).step_by(WIDTH) {
-            let x = S::load(v.as_ptr().add(c));
-            for (acc, w) in acc.iter_mut().zip(&w) {
-                *acc = S::mul_add(x, S::load(w.as_ptr().add(c)), *acc);
-            }
+    let mut acc = [lanes::splat(0.0); M];
+    for c in (0..body).step_by(WIDTH) {
+        let x = lanes::load(v, c);
+        for (acc, w) in acc.iter_mut().zip(&w) {
+            *acc = lanes::mul_add(x, lanes::load(w, c), *acc);
         }
-        let mut out = [0.0f32; M];
-        for ((out, acc), w) in out.iter_mut().zip(acc).zip(&w) {
-            let tail = (body..d).fold(0.0f32, |t, c| v[c].mul_add(w[c], t));
-            *out = S::sum(acc) + tail;
-        }
-        out
     }
+    let mut out = [0.0f32; M];
+    for ((out, acc), w) in out.iter_mut().zip(acc).zip(&w) {
+        let tail = (body..d).fold(0.0f32, |t, c| v[c].mul_add(w[c], t));
+        *out = lanes::sum(acc) + tail;
+    }
+    out
 }
 
 /// `x = a_0 v_0 + a_1 v_1 + ...` over a token's source rows `v`, entry by entry in source
 /// order, each term after the first a multiply-add.
-///
-/// # Safety
-/// The CPU has `S`'s features.
 #[inline(always)]
-unsafe fn weighted_sum<S: Lanes>(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
+fn weighted_sum(x: &mut [f32], v: &[&[f32]], a: &[f32]) {
     let d = x.len();
     assert!(v.len() == a.len() && !v.is_empty() && v.iter().all(|v| v.len() == d));
     let body = d / WIDTH * WIDTH;
     for c in (0..body).step_by(WIDTH) {
-        // SAFETY: `S`'s features as the caller promised; every row holds `d >= c + WIDTH`
-        // entries (asserted above).
-        unsafe {
-            let mut sum = S::mul(S::splat(a[0]), S::load(v[0].as_ptr().add(c)));
-            for (v, &a) in v[1..].iter().zip(&a[1..]) {
-                sum = S::mul_add(S::splat(a), S::load(v.as_ptr().add(c)), sum);
-            }
-            S::store(x.as_mut_ptr().add(c), sum);
+        let mut sum = lanes::mul(lanes::splat(a[0]), lanes::load(v[0], c));
+        for (v, &a) in v[1..].iter().zip(&a[1..]) {
+            sum = lanes::mul_add(lanes::splat(a), lanes::load(v, c), sum);
         }
+        lanes::store(x, c, sum);
     }
     for c in body..d {
         let mut sum = a[0] * v[0][c];
@@ -143,18 +131,14 @@ impl Weights {
     }
 
     /// Computes the weights of one token from its source rows `v` and the query `q` (`d`).
-    ///
-    /// # Safety
-    /// The CPU has `S`'s features.
     #[inline(always)]
-    unsafe fn of_token<S: Lanes>(&mut self, v: &[&[f32]], q: &[f32], key_norm: bool) {
+    fn of_token(&mut self, v: &[&[f32]], q: &[f32], key_norm: bool) {
         let d = q.len();
         // The dot products first, then the RMS and logits of all sources in a loop of their
         // own, whose square roots and divisions the CPU overlaps (or vectorizes) across the
         // sources instead of waiting on each source's in turn.
         for (k, v) in v.iter().enumerate() {
-            // SAFETY: `S`'s features as the caller promised.
-            [self.s[k], self.u[k]] = unsafe { dots::<S, 2>(v, [q, v]) };
+            [self.s[k], self.u[k]] = dots::<2>(v, [q, v]);
         }
         for (u, (a, s)) in self.u.iter_mut().zip(self.a.iter_mut().zip(&self.s)) {
             *u = if key_norm { inv_rms_of(*u, d) } else { 1.0 };
@@ -224,8 +208,7 @@ pub fn mix_forward(
             key_norm,
             task,
         };
-        // SAFETY: `form` is this CPU's.
-        unsafe { forward_rows_in(form, rows, x, saved) };
+        form.run(ForwardRows { t: rows, x, saved });
         if let Some(g) = norm_gain {
             rms_norm_in_place(x, g);
         }
@@ -241,58 +224,32 @@ struct Task<'a> {
     task: usize,
 }
 
-/// [`forward_rows`] in `form`'s lanes, compiled with its CPU features.
-///
-/// # Safety
-/// The CPU has `form` (`Form::detect`).
-unsafe fn forward_rows_in(form: Form, t: Task, x: &mut [f32], saved: &mut [f32]) {
-    // SAFETY: as the caller promised.
-    unsafe {
-        match form {
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx512 => forward_rows_avx512(t, x, saved),
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx2 => forward_rows_avx2(t, x, saved),
-            _ => forward_rows::<Portable>(t, x, saved),
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn forward_rows_avx2(t: Task, x: &mut [f32], saved: &mut [f32]) {
-    // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
-    unsafe { forward_rows::<Avx2>(t, x, saved) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn forward_rows_avx512(t: Task, x: &mut [f32], saved: &mut [f32]) {
-    // SAFETY: compiled for, and called on, a CPU with AVX-512.
-    unsafe { forward_rows::<Avx512>(t, x, saved) }
-}
-
 /// One task's rows of [`mix_forward`], a token at a time.
-///
-/// # Safety
-/// The CPU has `S`'s features.
-#[inline(always)]
-unsafe fn forward_rows<S: Lanes>(t: Task, x: &mut [f32], saved: &mut [f32]) {
-    let (src, d) = (t.src, t.src.d);
-    let sources = src.count();
-    let mut w = Weights::new(sources);
-    let mut v: Vec<&[f32]> = Vec::with_capacity(sources);
-    let rows = x
-        .chunks_exact_mut(d)
-        .zip(saved.chunks_exact_mut(sources * SAVED));
-    for (i, (x, saved)) in rows.enumerate() {
-        let r = t.task * ROWS_PER_TASK + i;
-        src.rows_of(r, &mut v);
-        // SAFETY: `S`'s features as the caller promised.
-        unsafe {
-            w.of_token::<S>(&v, t.q, t.key_norm);
+struct ForwardRows<'a, 'b> {
+    t: Task<'a>,
+    x: &'b mut [f32],
+    saved: &'b mut [f32],
+}
+
+impl WithSimd for ForwardRows<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let (t, src, d) = (self.t, self.t.src, self.t.src.d);
+        let sources = src.count();
+        let mut w = Weights::new(sources);
+        let mut v: Vec<&[f32]> = Vec::with_capacity(sources);
+        let rows = self
+            .x
+            .chunks_exact_mut(d)
+            .zip(self.saved.chunks_exact_mut(sources * SAVED));
+        for (i, (x, saved)) in rows.enumerate() {
+            let r = t.task * ROWS_PER_TASK + i;
+            src.rows_of(r, &mut v);
+            w.of_token(&v, t.q, t.key_norm);
             w.save(saved);
-            weighted_sum::<S>(x, &v, &w.a);
+            weighted_sum(x, &v, &w.a);
         }
     }
 }

@@ -38,26 +38,13 @@ use super::KernelOps;
 use super::composed::first_dim;
 use super::mix::{depth_mix_into, depth_mix_normed_into};
 
-mod grad;
-pub use grad::StackGrad;
+pub use super::stack_grad::{GradMode, StackGrad};
 
 /// The completed sources of a forward pass so far, `[K, N, d]`.
 pub struct SourceStack {
     stacked: Tensor<3>,
     capacity: usize,
     grad: StackGrad,
-}
-
-/// Where the backward passes of a stack's mixing steps put its sources' gradients.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GradMode {
-    /// Added into one buffer slot per source by every step that reads it.
-    Buffer,
-    /// Formed once per source at its push, from what every step that read it kept (where the
-    /// backend does: libtorch in f32 on the CPU; the buffer elsewhere). It keeps one `g`
-    /// `[N, d]` per mixing step until the backward ends, where the buffer keeps one slot per
-    /// source: the same memory where each step has a source of its own (Full AttnRes).
-    AtPush,
 }
 
 impl SourceStack {
@@ -131,16 +118,6 @@ fn push(stacked: Tensor<3>, v: Tensor<2>, capacity: usize, grad: &StackGrad) -> 
     ))
 }
 
-/// The shape of a buffer for `slots` sources of `[N, d]` with room for one more row after
-/// each: `[C, N + 1, d]`, so that one slot's rows start `(N + 1) d` floats after the
-/// previous slot's. With `N d` floats apart (a power of two at the usual sizes) the same row
-/// of every slot fell on the same cache sets and 4 KB offsets, and the mixing kernels, which
-/// read that row of every slot and write that row of every gradient slot in turn, stalled on
-/// it: the padding made their backward 28-44% faster (git log -- docs/performance.md).
-pub(super) fn padded_slots(slots: usize, n: usize, d: usize) -> [usize; 3] {
-    [slots, n + 1, d]
-}
-
 #[cfg(feature = "tch")]
 #[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
 pub(super) mod tch_kernel {
@@ -148,7 +125,7 @@ pub(super) mod tch_kernel {
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
 
-    use super::padded_slots;
+    use super::super::stack_grad::padded_slots;
 
     type T = FloatTensor<LibTorch>;
 

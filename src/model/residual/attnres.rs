@@ -1,7 +1,8 @@
 //! Block AttnRes (SPEC sections 3, 4 and 6): each layer reads a learned softmax over depth
-//! sources. Full AttnRes is the same code with `S = 1`. This file holds the naive path, the
-//! definition; training and inference take `stacked.rs` (single-head softmax) or
-//! `two_phase.rs` (multi-head, sigmoid) where they apply, and this path otherwise.
+//! sources. Full AttnRes is the same code with `S = 1`. This file holds the naive path, which
+//! covers every ablation and traced forwards (`definition.rs` states the method alone);
+//! training and inference take `stacked.rs` (single-head softmax) or `two_phase.rs`
+//! (multi-head, sigmoid) where they apply, and this path otherwise.
 
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;

@@ -5,6 +5,7 @@
 
 mod attnres;
 mod baseline;
+pub mod definition;
 mod denseformer;
 mod hc;
 mod mhc;

@@ -15,12 +15,13 @@
 //! (git log -- docs/performance.md). The floats differ from `backward.rs`'s in the last
 //! bits (`g . x` is rounded otherwise, and `dq` is summed in another order).
 
+use pulp::{Simd, WithSimd};
+
+use super::super::cpu::Form;
 use super::super::omp::for_each_task;
 use super::super::rows::ROWS_PER_TASK;
 use super::backward::{Term, term_entry, term_lanes};
-#[cfg(target_arch = "x86_64")]
-use super::lanes::{Avx2, Avx512};
-use super::lanes::{Form, Lanes, Portable, WIDTH};
+use super::lanes::{self, WIDTH};
 use super::{SAVED, Sources, dots};
 
 /// The saved `[a, s, u]` from entry `at`.
@@ -72,8 +73,11 @@ pub fn mix_backward_at_push(
             x,
             key_norm,
         };
-        // SAFETY: `form` is this CPU's.
-        unsafe { step_rows_in(form, &step, task, out) }
+        form.run(PartialRows {
+            step: &step,
+            task,
+            out,
+        })
     });
     tasks.into_iter().fold(vec![0.0f32; d], |mut dq, t| {
         dq.iter_mut().zip(t.dq).for_each(|(a, b)| *a += b);
@@ -91,97 +95,50 @@ struct Step<'a> {
     key_norm: bool,
 }
 
-/// [`step_rows`] in `form`'s lanes, compiled with its CPU features.
-///
-/// # Safety
-/// The CPU has `form` (`Form::detect`).
-unsafe fn step_rows_in(form: Form, step: &Step, task: usize, out: &mut StepTask) {
-    // SAFETY: as the caller promised.
-    unsafe {
-        match form {
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx512 => step_rows_avx512(step, task, out),
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx2 => step_rows_avx2(step, task, out),
-            _ => step_rows::<Portable>(step, task, out),
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn step_rows_avx2(step: &Step, task: usize, out: &mut StepTask) {
-    // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
-    unsafe { step_rows::<Avx2>(step, task, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn step_rows_avx512(step: &Step, task: usize, out: &mut StepTask) {
-    // SAFETY: compiled for, and called on, a CPU with AVX-512.
-    unsafe { step_rows::<Avx512>(step, task, out) }
-}
-
 /// One task's rows of [`mix_backward_at_push`].
-///
-/// # Safety
-/// The CPU has `S`'s features.
-#[inline(always)]
-unsafe fn step_rows<S: Lanes>(step: &Step, task: usize, out: &mut StepTask) {
-    let (src, d) = (step.src, step.src.d);
-    let sources = src.count();
-    for (i, gx) in out.gx.iter_mut().enumerate() {
-        let r = task * ROWS_PER_TASK + i;
-        let rows = r * d..(r + 1) * d;
-        let g = &step.g[rows.clone()];
-        // SAFETY: `S`'s features as the caller promised.
-        [*gx] = unsafe { dots::<S, 1>(&step.x[rows], [g]) };
-        let (Some(p), Some(dp)) = (src.partial, out.dp.as_mut()) else {
-            continue;
-        };
-        let p = &p[r * d..(r + 1) * d];
-        // SAFETY: as above.
-        let [gp] = unsafe { dots::<S, 1>(p, [g]) };
-        let at = (r * sources + src.completed) * SAVED;
-        let t = Term::of(saved_at(step.saved, at), gp - *gx, step.key_norm, d);
-        let dp = &mut dp[i * d..(i + 1) * d];
-        // SAFETY: as above.
-        unsafe { partial_row::<S>(&t, g, step.q, p, dp, &mut out.dq) };
+struct PartialRows<'a, 'b> {
+    step: &'b Step<'a>,
+    task: usize,
+    out: &'b mut StepTask<'a>,
+}
+
+impl WithSimd for PartialRows<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let (step, out) = (self.step, self.out);
+        let (src, d) = (step.src, step.src.d);
+        let sources = src.count();
+        for (i, gx) in out.gx.iter_mut().enumerate() {
+            let r = self.task * ROWS_PER_TASK + i;
+            let rows = r * d..(r + 1) * d;
+            let g = &step.g[rows.clone()];
+            [*gx] = dots::<1>(&step.x[rows], [g]);
+            let (Some(p), Some(dp)) = (src.partial, out.dp.as_mut()) else {
+                continue;
+            };
+            let p = &p[r * d..(r + 1) * d];
+            let [gp] = dots::<1>(p, [g]);
+            let at = (r * sources + src.completed) * SAVED;
+            let t = Term::of(saved_at(step.saved, at), gp - *gx, step.key_norm, d);
+            let dp = &mut dp[i * d..(i + 1) * d];
+            partial_row(&t, [g, step.q, p], dp, &mut out.dq);
+        }
     }
 }
 
 /// The partial sum's gradient row `(a g + along_q q) - along_v p` and `dq += along_q p`.
-///
-/// # Safety
-/// The CPU has `S`'s features.
 #[inline(always)]
-unsafe fn partial_row<S: Lanes>(
-    t: &Term,
-    g: &[f32],
-    q: &[f32],
-    p: &[f32],
-    dp: &mut [f32],
-    dq: &mut [f32],
-) {
+fn partial_row(t: &Term, [g, q, p]: [&[f32]; 3], dp: &mut [f32], dq: &mut [f32]) {
     let d = dq.len();
     assert!(g.len() == d && q.len() == d && p.len() == d && dp.len() == d);
     let body = d / WIDTH * WIDTH;
     for c in (0..body).step_by(WIDTH) {
-        // SAFETY: `S`'s features as the caller promised; every row holds `d >= c + WIDTH`
-        // entries (asserted above).
-        unsafe {
-            let (g, q, p) = (
-                S::load(g.as_ptr().add(c)),
-                S::load(q.as_ptr().add(c)),
-                S::load(p.as_ptr().add(c)),
-            );
-            S::store(dp.as_mut_ptr().add(c), term_lanes::<S>(t, g, q, p));
-            let acc = S::load(dq.as_ptr().add(c));
-            S::store(
-                dq.as_mut_ptr().add(c),
-                S::mul_add(S::splat(t.along_q), p, acc),
-            );
-        }
+        let (g, q, p) = (lanes::load(g, c), lanes::load(q, c), lanes::load(p, c));
+        lanes::store(dp, c, term_lanes(t, g, q, p));
+        let acc = lanes::mul_add(lanes::splat(t.along_q), p, lanes::load(dq, c));
+        lanes::store(dq, c, acc);
     }
     for c in body..d {
         dp[c] = term_entry(t, g[c], q[c], p[c]);

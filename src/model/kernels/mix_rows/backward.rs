@@ -3,11 +3,12 @@
 //! its share of `dq`, from the softmax weights the forward kept, in tasks of rows on
 //! libtorch's OpenMP threads. The same floats in every form of lanes.
 
+use pulp::{Simd, WithSimd};
+
+use super::super::cpu::Form;
 use super::super::omp::for_each_task;
 use super::super::rows::ROWS_PER_TASK;
-#[cfg(target_arch = "x86_64")]
-use super::lanes::{Avx2, Avx512};
-use super::lanes::{Form, Lanes, Portable, WIDTH};
+use super::lanes::{self, V, WIDTH};
 use super::{SAVED, Sources, Task, Weights, dots};
 
 /// Where [`mix_backward`] writes the sources' gradients: `[K, N, d]` for the stacked ones,
@@ -70,8 +71,13 @@ pub fn mix_backward(
             key_norm,
             task,
         };
-        // SAFETY: `form` is this CPU's.
-        unsafe { backward_rows_in(form, rows, g, saved, written, grads) }
+        form.run(BackwardRows {
+            t: rows,
+            g,
+            saved,
+            written,
+            grads,
+        })
     });
     tasks.into_iter().fold(vec![0.0f32; d], |mut dq, t| {
         dq.iter_mut().zip(t.dq).for_each(|(a, b)| *a += b);
@@ -79,93 +85,50 @@ pub fn mix_backward(
     })
 }
 
-/// [`backward_rows`] in `form`'s lanes, compiled with its CPU features.
-///
-/// # Safety
-/// The CPU has `form` (`Form::detect`).
-unsafe fn backward_rows_in(
-    form: Form,
-    t: Task,
-    g: &[f32],
-    saved: &[f32],
-    written: usize,
-    grads: &mut GradTask,
-) {
-    // SAFETY: as the caller promised.
-    unsafe {
-        match form {
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx512 => backward_rows_avx512(t, g, saved, written, grads),
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx2 => backward_rows_avx2(t, g, saved, written, grads),
-            _ => backward_rows::<Portable>(t, g, saved, written, grads),
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn backward_rows_avx2(
-    t: Task,
-    g: &[f32],
-    saved: &[f32],
-    written: usize,
-    grads: &mut GradTask,
-) {
-    // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
-    unsafe { backward_rows::<Avx2>(t, g, saved, written, grads) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn backward_rows_avx512(
-    t: Task,
-    g: &[f32],
-    saved: &[f32],
-    written: usize,
-    grads: &mut GradTask,
-) {
-    // SAFETY: compiled for, and called on, a CPU with AVX-512.
-    unsafe { backward_rows::<Avx512>(t, g, saved, written, grads) }
-}
-
 /// One task's rows of [`mix_backward`]: the gradients of its rows of every source (added to
 /// the first `written` sources' sums) and its share of `dq`.
-///
-/// # Safety
-/// The CPU has `S`'s features.
-#[inline(always)]
-unsafe fn backward_rows<S: Lanes>(
-    t: Task,
-    g: &[f32],
-    saved: &[f32],
+struct BackwardRows<'a, 'b> {
+    t: Task<'a>,
+    g: &'a [f32],
+    saved: &'a [f32],
     written: usize,
-    grads: &mut GradTask,
-) {
-    let (src, q, key_norm, task) = (t.src, t.q, t.key_norm, t.task);
-    let d = src.d;
-    let sources = src.count();
-    let mut w = Weights::new(sources);
-    let mut gv = vec![0.0f32; sources];
-    let mut terms = vec![Term::default(); sources];
-    let mut v: Vec<&[f32]> = Vec::with_capacity(sources);
-    for i in 0..grads.dv[0].len() / d {
-        let r = task * ROWS_PER_TASK + i;
-        let g = &g[r * d..(r + 1) * d];
-        w.load(&saved[r * sources * SAVED..(r + 1) * sources * SAVED]);
-        src.rows_of(r, &mut v);
-        for (gv, v) in gv.iter_mut().zip(&v) {
-            // SAFETY: `S`'s features as the caller promised.
-            [*gv] = unsafe { dots::<S, 1>(v, [g]) };
-        }
-        let gx: f32 = w.a.iter().zip(&gv).map(|(a, gv)| a * gv).sum();
-        for (k, term) in terms.iter_mut().enumerate() {
-            *term = Term::of([w.a[k], w.s[k], w.u[k]], gv[k] - gx, key_norm, d);
-        }
-        let rows = Rows { g, q, v: &v };
-        // SAFETY: `S`'s features as the caller promised.
-        unsafe {
-            gradient_rows::<S>(rows, &terms, written, &mut grads.dv, i * d, &mut grads.dq);
+    grads: &'b mut GradTask<'a>,
+}
+
+impl WithSimd for BackwardRows<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let (src, q, key_norm, task) = (self.t.src, self.t.q, self.t.key_norm, self.t.task);
+        let d = src.d;
+        let sources = src.count();
+        let mut w = Weights::new(sources);
+        let mut gv = vec![0.0f32; sources];
+        let mut terms = vec![Term::default(); sources];
+        let mut v: Vec<&[f32]> = Vec::with_capacity(sources);
+        let grads = self.grads;
+        for i in 0..grads.dv[0].len() / d {
+            let r = task * ROWS_PER_TASK + i;
+            let g = &self.g[r * d..(r + 1) * d];
+            w.load(&self.saved[r * sources * SAVED..(r + 1) * sources * SAVED]);
+            src.rows_of(r, &mut v);
+            for (gv, v) in gv.iter_mut().zip(&v) {
+                [*gv] = dots::<1>(v, [g]);
+            }
+            let gx: f32 = w.a.iter().zip(&gv).map(|(a, gv)| a * gv).sum();
+            for (k, term) in terms.iter_mut().enumerate() {
+                *term = Term::of([w.a[k], w.s[k], w.u[k]], gv[k] - gx, key_norm, d);
+            }
+            let rows = Rows { g, q, v: &v };
+            gradient_rows(
+                rows,
+                &terms,
+                self.written,
+                &mut grads.dv,
+                i * d,
+                &mut grads.dq,
+            );
         }
     }
 }
@@ -210,11 +173,8 @@ struct Rows<'a> {
 /// gradient of its own summed afterwards), and adds `along_q v` to `dq`, each entry's in
 /// source order. A chunk of the row is walked across all sources before the next, so `g`,
 /// `q` and `dq`'s chunk stay in registers.
-///
-/// # Safety
-/// The CPU has `S`'s features.
 #[inline(always)]
-unsafe fn gradient_rows<S: Lanes>(
+fn gradient_rows(
     rows: Rows,
     terms: &[Term],
     written: usize,
@@ -228,30 +188,19 @@ unsafe fn gradient_rows<S: Lanes>(
     assert!(dv.iter().all(|dv| dv.len() >= at + d));
     let body = d / WIDTH * WIDTH;
     for c in (0..body).step_by(WIDTH) {
-        // SAFETY: `S`'s features as the caller promised; every row read or written holds
-        // `d >= c + WIDTH` entries from where it is read (asserted above).
-        unsafe {
-            let (g, q) = (
-                S::load(rows.g.as_ptr().add(c)),
-                S::load(rows.q.as_ptr().add(c)),
-            );
-            let mut acc = S::load(dq.as_ptr().add(c));
-            for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
-                let v = S::load(v.as_ptr().add(c));
-                let out = dv.as_mut_ptr().add(at + c);
-                let term = term_lanes::<S>(t, g, q, v);
-                S::store(
-                    out,
-                    if k < written {
-                        S::add(S::load(out), term)
-                    } else {
-                        term
-                    },
-                );
-                acc = S::mul_add(S::splat(t.along_q), v, acc);
-            }
-            S::store(dq.as_mut_ptr().add(c), acc);
+        let (g, q) = (lanes::load(rows.g, c), lanes::load(rows.q, c));
+        let mut acc = lanes::load(dq, c);
+        for (k, ((dv, v), t)) in dv.iter_mut().zip(rows.v).zip(terms).enumerate() {
+            let v = lanes::load(v, c);
+            let term = term_lanes(t, g, q, v);
+            let out = match k < written {
+                true => lanes::add(lanes::load(dv, at + c), term),
+                false => term,
+            };
+            lanes::store(dv, at + c, out);
+            acc = lanes::mul_add(lanes::splat(t.along_q), v, acc);
         }
+        lanes::store(dq, c, acc);
     }
     for c in body..d {
         let (g, q) = (rows.g[c], rows.q[c]);
@@ -265,16 +214,10 @@ unsafe fn gradient_rows<S: Lanes>(
 }
 
 /// `(a g + along_q q) - along_v v` of [`WIDTH`] entries, in multiply-adds.
-///
-/// # Safety
-/// The CPU has `S`'s features.
 #[inline(always)]
-pub(super) unsafe fn term_lanes<S: Lanes>(t: &Term, g: S::V, q: S::V, v: S::V) -> S::V {
-    // SAFETY: as the caller promised.
-    unsafe {
-        let x = S::mul_add(S::splat(t.along_q), q, S::mul(S::splat(t.a), g));
-        S::neg_mul_add(S::splat(t.along_v), v, x)
-    }
+pub(super) fn term_lanes(t: &Term, g: V, q: V, v: V) -> V {
+    let x = lanes::mul_add(lanes::splat(t.along_q), q, lanes::mul(lanes::splat(t.a), g));
+    lanes::neg_mul_add(lanes::splat(t.along_v), v, x)
 }
 
 /// One entry of [`term_lanes`].
@@ -285,8 +228,8 @@ pub(super) fn term_entry(t: &Term, g: f32, q: f32, v: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{bits, first_task, inputs, row};
-    use super::super::{ROWS_PER_TASK, forward_rows_in};
+    use super::super::ROWS_PER_TASK;
+    use super::super::tests::{bits, first_task, forward_rows_in, inputs, row};
     use super::*;
 
     /// The backward in every form gives the portable form's gradient rows (added to the
@@ -301,20 +244,24 @@ mod tests {
             let g = row(n * d, 6);
             let task = first_task(&stacked, &partial, &q, n, d);
             let (mut x, mut saved) = (vec![0.0f32; n * d], vec![0.0f32; n * (k + 1) * SAVED]);
-            // SAFETY: the portable form runs anywhere.
-            unsafe { forward_rows_in(Form::Portable, task, &mut x, &mut saved) };
+            forward_rows_in(Form::PORTABLE, task, &mut x, &mut saved);
             let run = |form: Form, saved: &[f32]| {
                 let mut dv: Vec<Vec<f32>> = (0..=k).map(|j| row(n * d, 60 + j as u32)).collect();
                 let mut grads = GradTask {
                     dv: dv.iter_mut().map(|v| v.as_mut_slice()).collect(),
                     dq: vec![0.0f32; d],
                 };
-                // SAFETY: `form` is one this CPU has.
-                unsafe { backward_rows_in(form, task, &g, saved, written, &mut grads) };
+                form.run(BackwardRows {
+                    t: task,
+                    g: &g,
+                    saved,
+                    written,
+                    grads: &mut grads,
+                });
                 let dq = bits(&grads.dq);
                 (dv.iter().map(|v| bits(v)).collect::<Vec<_>>(), dq)
             };
-            let want = run(Form::Portable, &saved);
+            let want = run(Form::PORTABLE, &saved);
             for form in Form::all_here() {
                 assert_eq!(run(form, &saved), want, "{form:?}, d {d}");
             }

@@ -13,13 +13,14 @@
 //! and the tasks' sums are added to the step's `dq` source by source, in the order given
 //! (git log -- docs/performance.md).
 
+use pulp::{Simd, WithSimd};
+
+use super::super::cpu::Form;
 use super::super::omp::for_each_task;
 use super::super::rows::ROWS_PER_TASK;
 use super::at_push::saved_at;
 use super::backward::{Term, term_entry, term_lanes};
-#[cfg(target_arch = "x86_64")]
-use super::lanes::{Avx2, Avx512};
-use super::lanes::{Form, Lanes, Portable, WIDTH};
+use super::lanes::{self, V, WIDTH};
 use super::{SAVED, dots};
 
 /// The most sources one pass takes.
@@ -136,8 +137,11 @@ fn group<const G: usize>(
                 let rows = outs.next().expect("G outputs");
                 &mut rows[i * d..(i + 1) * d]
             });
-            // SAFETY: `form` is this CPU's.
-            unsafe { push_rows_in(form, &token, &mut terms, out) };
+            form.run(PushRows {
+                token: &token,
+                terms: &mut terms,
+                out,
+            });
             for (j, along_q) in state.along_q.chunks_exact_mut(tokens * padded).enumerate() {
                 let along_q = &mut along_q[i * padded..i * padded + m];
                 along_q
@@ -148,8 +152,13 @@ fn group<const G: usize>(
         }
         let rows = first * d..(first + tokens) * d;
         let v: [&[f32]; G] = std::array::from_fn(|j| &v[j][rows.clone()]);
-        // SAFETY: as above.
-        unsafe { dq_shares_in(form, &v, &state.along_q, padded, d, &mut state.dq) };
+        form.run(DqShares {
+            v: &v,
+            along_q: &state.along_q,
+            padded,
+            d,
+            dq: &mut state.dq,
+        });
     });
     for j in 0..G {
         for task in &tasks {
@@ -174,219 +183,122 @@ struct Token<'a, const G: usize> {
     continued: bool,
 }
 
-/// [`push_rows`] in `form`'s lanes, compiled with its CPU features.
-///
-/// # Safety
-/// The CPU has `form` (`Form::detect`).
-unsafe fn push_rows_in<const G: usize>(
-    form: Form,
-    token: &Token<G>,
-    terms: &mut Vec<[Term; G]>,
-    out: [&mut [f32]; G],
-) {
-    // SAFETY: as the caller promised.
-    unsafe {
-        match form {
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx512 => push_rows_avx512(token, terms, out),
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx2 => push_rows_avx2(token, terms, out),
-            _ => push_rows::<Portable, G>(token, terms, out),
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn push_rows_avx2<const G: usize>(
-    token: &Token<G>,
-    terms: &mut Vec<[Term; G]>,
-    out: [&mut [f32]; G],
-) {
-    // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
-    unsafe { push_rows::<Avx2, G>(token, terms, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn push_rows_avx512<const G: usize>(
-    token: &Token<G>,
-    terms: &mut Vec<[Term; G]>,
-    out: [&mut [f32]; G],
-) {
-    // SAFETY: compiled for, and called on, a CPU with AVX-512.
-    unsafe { push_rows::<Avx512, G>(token, terms, out) }
-}
-
 /// One token's row of each source's gradient in [`source_gradients`], and each (step,
 /// source) pair's [`Term`] into `terms` (one `[Term; G]` per step). First the terms, from
 /// `g . v` (each step's `g` row multiplied into every source's at once) and the step's
 /// saved weights; then a chunk of the rows is walked across all steps before the next, so
 /// the sums and the sources' chunks stay in registers while each step's `g` and `q` chunk
 /// is loaded once for the group.
-///
-/// # Safety
-/// The CPU has `S`'s features.
-#[inline(always)]
-unsafe fn push_rows<S: Lanes, const G: usize>(
-    token: &Token<G>,
-    terms: &mut Vec<[Term; G]>,
-    mut out: [&mut [f32]; G],
-) {
-    let (v, g, q) = (token.v, token.g, token.q);
-    let d = out[0].len();
-    assert!(v.iter().all(|row| row.len() == d) && out.iter().all(|row| row.len() == d));
-    assert!(g.len() == token.steps.len() && q.len() == g.len());
-    assert!(g.iter().chain(q).all(|row| row.len() == d));
-    terms.clear();
-    for (s, g) in token.steps.iter().zip(g) {
-        // SAFETY: `S`'s features as the caller promised.
-        let gv = unsafe { dots::<S, G>(g, v) };
-        let gx = s.gx[token.r];
-        terms.push(std::array::from_fn(|j| {
-            let at = (token.r * s.sources + token.ks[j]) * SAVED;
-            Term::of(saved_at(s.saved, at), gv[j] - gx, token.key_norm, d)
-        }));
-    }
-    let fresh = !token.continued;
-    let body = d / WIDTH * WIDTH;
-    for c in (0..body).step_by(WIDTH) {
-        // SAFETY: `S`'s features as the caller promised; every row read or written holds
-        // `d >= c + WIDTH` entries (asserted above).
-        unsafe {
-            let v: [S::V; G] = std::array::from_fn(|j| S::load(v[j].as_ptr().add(c)));
-            let mut sum: [S::V; G] = match fresh {
-                true => [S::splat(0.0); G],
-                false => std::array::from_fn(|j| S::load(out[j].as_ptr().add(c))),
+struct PushRows<'a, 'b, const G: usize> {
+    token: &'b Token<'a, G>,
+    terms: &'b mut Vec<[Term; G]>,
+    out: [&'b mut [f32]; G],
+}
+
+impl<const G: usize> WithSimd for PushRows<'_, '_, G> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let (token, terms, mut out) = (self.token, self.terms, self.out);
+        let (v, g, q) = (token.v, token.g, token.q);
+        let d = out[0].len();
+        assert!(v.iter().all(|row| row.len() == d) && out.iter().all(|row| row.len() == d));
+        assert!(g.len() == token.steps.len() && q.len() == g.len());
+        assert!(g.iter().chain(q).all(|row| row.len() == d));
+        terms.clear();
+        for (s, g) in token.steps.iter().zip(g) {
+            let gv = dots::<G>(g, v);
+            let gx = s.gx[token.r];
+            terms.push(std::array::from_fn(|j| {
+                let at = (token.r * s.sources + token.ks[j]) * SAVED;
+                Term::of(saved_at(s.saved, at), gv[j] - gx, token.key_norm, d)
+            }));
+        }
+        let fresh = !token.continued;
+        let body = d / WIDTH * WIDTH;
+        for c in (0..body).step_by(WIDTH) {
+            let v: [V; G] = std::array::from_fn(|j| lanes::load(v[j], c));
+            let mut sum: [V; G] = match fresh {
+                true => [lanes::splat(0.0); G],
+                false => std::array::from_fn(|j| lanes::load(out[j], c)),
             };
             for (i, ((g, q), t)) in g.iter().zip(q).zip(terms.iter()).enumerate() {
-                let (g, q) = (S::load(g.as_ptr().add(c)), S::load(q.as_ptr().add(c)));
+                let (g, q) = (lanes::load(g, c), lanes::load(q, c));
                 for j in 0..G {
-                    let term = term_lanes::<S>(&t[j], g, q, v[j]);
-                    sum[j] = if i == 0 && fresh {
-                        term
-                    } else {
-                        S::add(sum[j], term)
+                    let term = term_lanes(&t[j], g, q, v[j]);
+                    sum[j] = match i == 0 && fresh {
+                        true => term,
+                        false => lanes::add(sum[j], term),
                     };
                 }
             }
             for (out, sum) in out.iter_mut().zip(sum) {
-                S::store(out.as_mut_ptr().add(c), sum);
+                lanes::store(out, c, sum);
+            }
+        }
+        for c in body..d {
+            for j in 0..G {
+                let mut sum = if fresh { 0.0 } else { out[j][c] };
+                for (i, ((g, q), t)) in g.iter().zip(q).zip(terms.iter()).enumerate() {
+                    let term = term_entry(&t[j], g[c], q[c], v[j][c]);
+                    sum = if i == 0 && fresh { term } else { sum + term };
+                }
+                out[j][c] = sum;
             }
         }
     }
-    for c in body..d {
-        for j in 0..G {
-            let mut sum = if fresh { 0.0 } else { out[j][c] };
-            for (i, ((g, q), t)) in g.iter().zip(q).zip(terms.iter()).enumerate() {
-                let term = term_entry(&t[j], g[c], q[c], v[j][c]);
-                sum = if i == 0 && fresh { term } else { sum + term };
-            }
-            out[j][c] = sum;
-        }
-    }
-}
-
-/// [`dq_shares`] in `form`'s lanes, compiled with its CPU features.
-///
-/// # Safety
-/// The CPU has `form` (`Form::detect`).
-unsafe fn dq_shares_in<const G: usize>(
-    form: Form,
-    v: &[&[f32]; G],
-    along_q: &[f32],
-    padded: usize,
-    d: usize,
-    dq: &mut [f32],
-) {
-    // SAFETY: as the caller promised.
-    unsafe {
-        match form {
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx512 => dq_shares_avx512(v, along_q, padded, d, dq),
-            #[cfg(target_arch = "x86_64")]
-            Form::Avx2 => dq_shares_avx2(v, along_q, padded, d, dq),
-            _ => dq_shares::<Portable, G>(v, along_q, padded, d, dq),
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dq_shares_avx2<const G: usize>(
-    v: &[&[f32]; G],
-    along_q: &[f32],
-    padded: usize,
-    d: usize,
-    dq: &mut [f32],
-) {
-    // SAFETY: compiled for, and called on, a CPU with AVX2 and FMA.
-    unsafe { dq_shares::<Avx2, G>(v, along_q, padded, d, dq) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn dq_shares_avx512<const G: usize>(
-    v: &[&[f32]; G],
-    along_q: &[f32],
-    padded: usize,
-    d: usize,
-    dq: &mut [f32],
-) {
-    // SAFETY: compiled for, and called on, a CPU with AVX-512.
-    unsafe { dq_shares::<Avx512, G>(v, along_q, padded, d, dq) }
 }
 
 /// One task's share of each step's `dq` from each source, `dq` `[G, M, d]`: `sum_t
 /// along_q(t) v_t` over the task's tokens `t` in order, one multiply-add each from zero
 /// (`v`: each source's rows of the task, `[tokens, d]`; `along_q` `[G, tokens, padded]`).
 /// [`DQ_STEPS`] steps' sums at a time stay in registers while the tokens' chunks stream by.
-///
-/// # Safety
-/// The CPU has `S`'s features.
-#[inline(always)]
-unsafe fn dq_shares<S: Lanes, const G: usize>(
-    v: &[&[f32]; G],
-    along_q: &[f32],
+struct DqShares<'a, const G: usize> {
+    v: &'a [&'a [f32]; G],
+    along_q: &'a [f32],
     padded: usize,
     d: usize,
-    dq: &mut [f32],
-) {
-    let n = v[0].len();
-    let (m, tokens) = (dq.len() / G / d, n / d);
-    assert!(v.iter().all(|v| v.len() == n) && along_q.len() == G * tokens * padded);
-    assert!(dq.len() == G * m * d && m <= padded && padded.is_multiple_of(DQ_STEPS));
-    let body = d / WIDTH * WIDTH;
-    for (j, v) in v.iter().enumerate() {
-        let along_q = &along_q[j * tokens * padded..(j + 1) * tokens * padded];
-        let dq = &mut dq[j * m * d..(j + 1) * m * d];
-        for s0 in (0..m).step_by(DQ_STEPS) {
-            let width = DQ_STEPS.min(m - s0);
-            for c in (0..body).step_by(WIDTH) {
-                // SAFETY: `S`'s features as the caller promised; each token's row holds
-                // `d >= c + WIDTH` entries, and `along_q` has `padded >= s0 + DQ_STEPS`
-                // entries a token.
-                unsafe {
-                    let mut acc = [S::splat(0.0); DQ_STEPS];
+    dq: &'a mut [f32],
+}
+
+impl<const G: usize> WithSimd for DqShares<'_, G> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let (v, padded, d) = (self.v, self.padded, self.d);
+        let n = v[0].len();
+        let (m, tokens) = (self.dq.len() / G / d, n / d);
+        assert!(v.iter().all(|v| v.len() == n) && self.along_q.len() == G * tokens * padded);
+        assert!(self.dq.len() == G * m * d && m <= padded && padded.is_multiple_of(DQ_STEPS));
+        let body = d / WIDTH * WIDTH;
+        for (j, v) in v.iter().enumerate() {
+            let along_q = &self.along_q[j * tokens * padded..(j + 1) * tokens * padded];
+            let dq = &mut self.dq[j * m * d..(j + 1) * m * d];
+            for s0 in (0..m).step_by(DQ_STEPS) {
+                let width = DQ_STEPS.min(m - s0);
+                for c in (0..body).step_by(WIDTH) {
+                    let mut acc = [lanes::splat(0.0); DQ_STEPS];
                     for t in 0..tokens {
-                        let x = S::load(v.as_ptr().add(t * d + c));
-                        let a = along_q.as_ptr().add(t * padded + s0);
-                        for (b, acc) in acc.iter_mut().enumerate() {
-                            *acc = S::mul_add(S::splat(*a.add(b)), x, *acc);
+                        let x = lanes::load(v, t * d + c);
+                        let a = &along_q[t * padded + s0..t * padded + s0 + DQ_STEPS];
+                        for (a, acc) in a.iter().zip(acc.iter_mut()) {
+                            *acc = lanes::mul_add(lanes::splat(*a), x, *acc);
                         }
                     }
                     for (b, acc) in acc.iter().enumerate().take(width) {
-                        S::store(dq.as_mut_ptr().add((s0 + b) * d + c), *acc);
+                        lanes::store(dq, (s0 + b) * d + c, *acc);
                     }
                 }
             }
-        }
-        for c in body..d {
-            for s in 0..m {
-                let sum = (0..tokens).fold(0.0f32, |acc, t| {
-                    along_q[t * padded + s].mul_add(v[t * d + c], acc)
-                });
-                dq[s * d + c] = sum;
+            for c in body..d {
+                for s in 0..m {
+                    let sum = (0..tokens).fold(0.0f32, |acc, t| {
+                        along_q[t * padded + s].mul_add(v[t * d + c], acc)
+                    });
+                    dq[s * d + c] = sum;
+                }
             }
         }
     }

@@ -3,12 +3,16 @@
 use super::super::rows::inv_rms;
 use super::*;
 
+/// One task's rows of a mixing step's forward, compiled for `form`.
+pub(super) fn forward_rows_in(form: Form, t: Task, x: &mut [f32], saved: &mut [f32]) {
+    form.run(ForwardRows { t, x, saved });
+}
+
 /// `inv_rms_of` agrees with `rows::inv_rms` on the same row.
 #[test]
 fn inverse_rms_from_the_sum_of_squares() {
     let v: Vec<f32> = (0..13).map(|i| i as f32 * 0.3 - 1.7).collect();
-    // SAFETY: the portable form runs anywhere.
-    let [vv] = unsafe { dots::<Portable, 1>(&v, [&v]) };
+    let [vv] = dots::<1>(&v, [&v]);
     assert!((inv_rms_of(vv, v.len()) - inv_rms(&v, true)).abs() < 1e-6);
 }
 
@@ -77,35 +81,20 @@ fn dot_by_definition(v: &[f32], w: &[f32]) -> f32 {
 /// take them), equals the definition bit for bit, with and without a tail.
 #[test]
 fn dots_in_every_form_equal_the_definition() {
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn avx2(v: &[f32], q: &[f32]) -> ([f32; 2], [f32; 1]) {
-        // SAFETY: as the caller promised.
-        unsafe { (dots::<Avx2, 2>(v, [q, v]), dots::<Avx2, 1>(v, [q])) }
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn avx512(v: &[f32], q: &[f32]) -> ([f32; 2], [f32; 1]) {
-        // SAFETY: as the caller promised.
-        unsafe { (dots::<Avx512, 2>(v, [q, v]), dots::<Avx512, 1>(v, [q])) }
+    struct Dots<'a>(&'a [f32], &'a [f32]);
+    impl WithSimd for Dots<'_> {
+        type Output = ([f32; 2], [f32; 1]);
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, _: S) -> Self::Output {
+            let (v, q) = (self.0, self.1);
+            (dots::<2>(v, [q, v]), dots::<1>(v, [q]))
+        }
     }
     for n in [8, 13, 16, 64, 67, 72, 96, 256] {
         let (v, q) = (row(n, 1), row(n, 2));
         let want = [dot_by_definition(&v, &q), dot_by_definition(&v, &v)];
         for form in Form::all_here() {
-            // SAFETY: `form` is one this CPU has.
-            let (two, [one]) = unsafe {
-                match form {
-                    #[cfg(target_arch = "x86_64")]
-                    Form::Avx2 => avx2(&v, &q),
-                    #[cfg(target_arch = "x86_64")]
-                    Form::Avx512 => avx512(&v, &q),
-                    _ => (
-                        dots::<Portable, 2>(&v, [&q, &v]),
-                        dots::<Portable, 1>(&v, [&q]),
-                    ),
-                }
-            };
+            let (two, [one]) = form.run(Dots(&v, &q));
             assert_eq!(bits(&two), bits(&want), "{form:?}, d {n}");
             assert_eq!(one.to_bits(), want[0].to_bits(), "{form:?}, d {n}");
         }
@@ -127,8 +116,7 @@ fn forward_rows_in_every_form_equal_the_source_by_source_sums() {
             let mut w = Weights::new(k + 1);
             let mut v = Vec::new();
             src.rows_of(r, &mut v);
-            // SAFETY: the portable form runs anywhere.
-            unsafe { w.of_token::<Portable>(&v, &q, true) };
+            w.of_token(&v, &q, true);
             for (x, v) in x.iter_mut().zip(src.row(0, r)) {
                 *x = w.a[0] * v;
             }
@@ -141,8 +129,7 @@ fn forward_rows_in_every_form_equal_the_source_by_source_sums() {
         let mut kept = None;
         for form in Form::all_here() {
             let (mut x, mut saved) = (vec![0.0f32; n * d], vec![0.0f32; n * (k + 1) * SAVED]);
-            // SAFETY: `form` is one this CPU has.
-            unsafe { forward_rows_in(form, task, &mut x, &mut saved) };
+            forward_rows_in(form, task, &mut x, &mut saved);
             assert_eq!(bits(&x), bits(&want), "{form:?}, d {d}");
             let kept = kept.get_or_insert_with(|| bits(&saved));
             assert_eq!(&bits(&saved), kept, "{form:?}, d {d}");

@@ -3,6 +3,10 @@
 //! divisions, which set the pace, then take one instruction for all sixteen. Every lane
 //! does its matrix's operations in the scalar order, so the floats do not depend on it.
 
+use pulp::{Simd, WithSimd};
+
+use super::super::cpu::Form;
+
 /// Matrices a tile takes.
 pub const LANES: usize = 16;
 
@@ -176,65 +180,57 @@ impl Scratch {
     }
 }
 
-/// `pub fn $name($args)`: `$any($args)` compiled for the widest vectors this CPU has,
-/// through a `target_feature` function per form into which `$any` (`#[inline(always)]`) is
-/// inlined.
-macro_rules! per_cpu {
-    ($(#[$doc:meta])* $name:ident = $any:ident($($arg:ident: $ty:ty),*)) => {
-        $(#[$doc])*
-        pub fn $name($($arg: $ty),*) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f")]
-                fn avx512($($arg: $ty),*) {
-                    $any($($arg),*)
-                }
-                #[target_feature(enable = "avx2")]
-                fn avx2($($arg: $ty),*) {
-                    $any($($arg),*)
-                }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU has AVX-512F.
-                    return unsafe { avx512($($arg),*) };
-                }
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU has AVX2.
-                    return unsafe { avx2($($arg),*) };
-                }
-            }
-            $any($($arg),*)
-        }
-    };
-}
-
-/// The matrices `e` (`m x m` each, `exp(logits - max)`) -> `p`.
-#[inline(always)]
-fn forward_any(s: &mut Scratch, e: &[f32], p: &mut [f32]) {
-    let tile = LANES * s.m * s.m;
-    for (e, p) in e.chunks(tile).zip(p.chunks_mut(tile)) {
-        s.forward(e, p);
-    }
+/// The matrices `e` (`m x m` each, `exp(logits - max)`) -> `p`, in the widest vectors
+/// this CPU has.
+pub fn forward(s: &mut Scratch, e: &[f32], p: &mut [f32]) {
+    Form::detect().run(Forward { s, e, p });
 }
 
 /// The logits' gradient `dl` given the result's `g` and the matrices `e` the forward
-/// started from: each tile's steps again, then back through them.
-#[inline(always)]
-fn backward_any(s: &mut Scratch, g: &[f32], e: &[f32], dl: &mut [f32]) {
-    let tile = LANES * s.m * s.m;
-    for ((g, e), dl) in g.chunks(tile).zip(e.chunks(tile)).zip(dl.chunks_mut(tile)) {
-        s.backward(g, e, dl);
+/// started from, in the widest vectors this CPU has.
+pub fn backward(s: &mut Scratch, g: &[f32], e: &[f32], dl: &mut [f32]) {
+    Form::detect().run(Backward { s, g, e, dl });
+}
+
+/// [`forward`]'s tiles.
+struct Forward<'a> {
+    s: &'a mut Scratch,
+    e: &'a [f32],
+    p: &'a mut [f32],
+}
+
+impl WithSimd for Forward<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let tile = LANES * self.s.m * self.s.m;
+        for (e, p) in self.e.chunks(tile).zip(self.p.chunks_mut(tile)) {
+            self.s.forward(e, p);
+        }
     }
 }
 
-per_cpu!(
-    /// [`forward_any`] in the widest vectors this CPU has.
-    forward = forward_any(s: &mut Scratch, e: &[f32], p: &mut [f32])
-);
+/// [`backward`]'s tiles: each tile's steps again, then back through them.
+struct Backward<'a> {
+    s: &'a mut Scratch,
+    g: &'a [f32],
+    e: &'a [f32],
+    dl: &'a mut [f32],
+}
 
-per_cpu!(
-    /// [`backward_any`] in the widest vectors this CPU has.
-    backward = backward_any(s: &mut Scratch, g: &[f32], e: &[f32], dl: &mut [f32])
-);
+impl WithSimd for Backward<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let tile = LANES * self.s.m * self.s.m;
+        let tiles = self.g.chunks(tile).zip(self.e.chunks(tile));
+        for ((g, e), dl) in tiles.zip(self.dl.chunks_mut(tile)) {
+            self.s.backward(g, e, dl);
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -304,11 +300,21 @@ mod tests {
         let s = &mut Scratch::new(m, iters);
         let (mut p, mut p_any) = (vec![0.0; e.len()], vec![0.0; e.len()]);
         forward(s, &e, &mut p);
-        forward_any(s, &e, &mut p_any);
+        Form::PORTABLE.run(Forward {
+            s,
+            e: &e,
+            p: &mut p_any,
+        });
         assert_eq!(p, p_any);
         let (mut dl, mut dl_any) = (vec![0.0; e.len()], vec![0.0; e.len()]);
         backward(s, &g, &e, &mut dl);
-        backward_any(s, &g, &e, &mut dl_any);
+        let dl_plain = &mut dl_any;
+        Form::PORTABLE.run(Backward {
+            s,
+            g: &g,
+            e: &e,
+            dl: dl_plain,
+        });
         assert_eq!(dl, dl_any);
         assert!(p.iter().chain(&dl).all(|x| x.is_finite()) && dl.iter().any(|&x| x != 0.0));
     }

@@ -1,4 +1,4 @@
-//! Where the backward passes of a [`SourceStack`](super::SourceStack)'s mixing steps put its
+//! Where the backward passes of a [`SourceStack`](super::stack::SourceStack)'s mixing steps put its
 //! sources' gradients ([`StackGrad`]): one buffer slot per source that every step adds to,
 //! or ([`GradMode::AtPush`]) the steps' records, from which each push forms its source's
 //! gradient (`kernels::at_push`), and begins those of the sources just below it where
@@ -11,10 +11,31 @@ use burn::backend::autodiff::NodeId;
 use burn::backend::{Backend, TensorMetadata, tensor::FloatTensor};
 use burn::tensor::{FloatDType, Shape, Slice};
 
-use super::super::KernelOps;
-use super::super::at_push::StepRecord;
-use super::super::composed::{accumulate_slots, first_dim};
-use super::{GradMode, padded_slots};
+use super::KernelOps;
+use super::at_push::StepRecord;
+use super::composed::{accumulate_slots, first_dim};
+
+/// Where the backward passes of a stack's mixing steps put its sources' gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradMode {
+    /// Added into one buffer slot per source by every step that reads it.
+    Buffer,
+    /// Formed once per source at its push, from what every step that read it kept (where the
+    /// backend does: libtorch in f32 on the CPU; the buffer elsewhere). It keeps one `g`
+    /// `[N, d]` per mixing step until the backward ends, where the buffer keeps one slot per
+    /// source: the same memory where each step has a source of its own (Full AttnRes).
+    AtPush,
+}
+
+/// The shape of a buffer for `slots` sources of `[N, d]` with room for one more row after
+/// each: `[C, N + 1, d]`, so that one slot's rows start `(N + 1) d` floats after the
+/// previous slot's. With `N d` floats apart (a power of two at the usual sizes) the same row
+/// of every slot fell on the same cache sets and 4 KB offsets, and the mixing kernels, which
+/// read that row of every slot and write that row of every gradient slot in turn, stalled on
+/// it: the padding made their backward 28-44% faster (git log -- docs/performance.md).
+pub(super) fn padded_slots(slots: usize, n: usize, d: usize) -> [usize; 3] {
+    [slots, n + 1, d]
+}
 
 /// Where the backward passes of one [`SourceStack`]'s mixing steps add up the gradients of its
 /// sources, `[C, N, d]` (`C` at least the stack's length), in place; or, for a mixing step on

@@ -1,0 +1,83 @@
+//! The arguments every sweep command takes (the sweep file, `--results`, `--filter`), and
+//! loading the sweep they name with its filters checked.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::InputError;
+use crate::runner::Filter;
+use crate::spec::Sweep;
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The sweep file (sweeps/NAME.yaml).
+    pub sweep: PathBuf,
+    /// Where run folders live: RESULTS/NAME/RUN_ID.
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+    /// Select runs: key=value (size, arm, variant, block_size, seed, id, task) or text; repeatable.
+    #[arg(long)]
+    pub filter: Vec<String>,
+}
+
+impl SweepArgs {
+    pub(super) fn load(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
+        let sweep = Sweep::load(&self.sweep).map_err(|e| InputError(e.to_string()))?;
+        let filters = self
+            .filter
+            .iter()
+            .map(|f| {
+                f.parse::<Filter>()
+                    .map_err(|e| InputError(format!("--filter {f}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        check_filters_select(&sweep, &self.filter, &filters)?;
+        Ok((sweep, filters))
+    }
+
+    /// [`Self::load`], and `--results` a folder the sweep's runs can be written into.
+    pub(super) fn load_to_train(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
+        let loaded = self.load()?;
+        crate::store::root::check(&self.results, &loaded.0.file.name).map_err(InputError)?;
+        Ok(loaded)
+    }
+}
+
+/// Refuses `--filter`s that select nothing: each must match a run of the sweep, and all of
+/// them together at least one, or the command would do nothing and say it succeeded.
+fn check_filters_select(sweep: &Sweep, raw: &[String], filters: &[Filter]) -> anyhow::Result<()> {
+    let file = sweep.path.display();
+    for (text, filter) in raw.iter().zip(filters) {
+        if !sweep.runs.iter().any(|r| filter.matches(r)) {
+            let hint = match filter.known_values(&sweep.runs) {
+                Some((key, values)) => format!("; its {key} values are {}", values.join(", ")),
+                None => String::new(),
+            };
+            anyhow::bail!(InputError(format!(
+                "--filter {text} matches no run of {file}{hint}"
+            )));
+        }
+    }
+    if !filters.is_empty()
+        && !sweep
+            .runs
+            .iter()
+            .any(|r| filters.iter().all(|f| f.matches(r)))
+    {
+        anyhow::bail!(InputError(format!(
+            "--filter {} together match no run of {file}; drop one of them",
+            raw.join(" --filter ")
+        )));
+    }
+    Ok(())
+}
+
+/// ` --results DIR` when the results folder is not the default, for commands we suggest.
+pub(super) fn results_flag(results: &std::path::Path) -> String {
+    if results == std::path::Path::new("results") {
+        String::new()
+    } else {
+        format!(" --results {}", results.display())
+    }
+}
