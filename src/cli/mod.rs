@@ -8,6 +8,7 @@ mod metrics;
 mod model;
 mod power;
 mod power_difference;
+mod power_print;
 mod slurm;
 mod speed;
 mod status;
