@@ -9,7 +9,7 @@ use super::InputError;
 use super::power_print::{Found, SizeRow, print_plan};
 use crate::analysis::design::Design;
 use crate::analysis::fit::{EMode, Law};
-use crate::analysis::multiplier::{FitOptions, analyse};
+use crate::analysis::multiplier::{FitOptions, FitReport, analyse};
 use crate::analysis::power::{PlanCell, plan, pooled_sd, sd_interval};
 use crate::analysis::views::fit_points;
 use crate::model::flops::{PFLOPS_DAY, flops_exact};
@@ -96,34 +96,8 @@ pub fn run(mut args: PowerArgs) -> anyhow::Result<()> {
         },
     )
     .ok();
-    let (law, law_source) = match (&args.law, &fitted) {
-        (Some(text), _) => (
-            text.parse::<Law>().map_err(|e| bad(format!("--law {text}: {e}")))?,
-            "given by --law".to_string(),
-        ),
-        (None, Some(f)) => (f.arms[0].law, format!("fitted to {} finished runs", points.len())),
-        (None, None) => (
-            PUBLISHED,
-            "the report's published baseline law, since nothing of this sweep fits yet; its loss scale is the report's tokens, so pass --law A,ALPHA,E for your data".to_string(),
-        ),
-    };
-    let m = match (args.multiplier, &fitted) {
-        (Some(m), _) => m,
-        (None, Some(f)) => f
-            .arms
-            .iter()
-            .find(|a| a.arm == arm)
-            .and_then(|a| a.multiplier)
-            .map_or(f64::NAN, |e| e.value),
-        (None, None) => anyhow::bail!(bad(
-            "no finished runs to measure a multiplier from; pass --multiplier".into()
-        )),
-    };
-    if !(m.is_finite() && m > 1.0) {
-        anyhow::bail!(bad(format!(
-            "a multiplier of {m:.3} is nothing to detect (it must exceed 1); pass --multiplier, e.g. 1.1"
-        )));
-    }
+    let (law, law_source, m) =
+        law_and_multiplier(&args, fitted.as_ref(), points.len(), &arm, &bad)?;
     let design = Design::new(&points, &args.baseline);
     // This arm's paired differences per cell (their spread is all the planner needs).
     let diffs: Vec<Vec<f64>> = match design.arms.iter().position(|a| *a == arm) {
@@ -160,6 +134,46 @@ pub fn run(mut args: PowerArgs) -> anyhow::Result<()> {
     };
     print_plan(&sweep, &found, &cells, &deltas, &rows, &size_rows);
     Ok(())
+}
+
+/// The baseline's law (`--law`, fitted, or the report's published one) with where it came
+/// from, and the multiplier to detect (`--multiplier`, or the arm's fitted one; above 1).
+fn law_and_multiplier(
+    args: &PowerArgs,
+    fitted: Option<&FitReport>,
+    points: usize,
+    arm: &str,
+    bad: &impl Fn(String) -> InputError,
+) -> anyhow::Result<(Law, String, f64)> {
+    let (law, law_source) = match (&args.law, fitted) {
+        (Some(text), _) => (
+            text.parse::<Law>().map_err(|e| bad(format!("--law {text}: {e}")))?,
+            "given by --law".to_string(),
+        ),
+        (None, Some(f)) => (f.arms[0].law, format!("fitted to {points} finished runs")),
+        (None, None) => (
+            PUBLISHED,
+            "the report's published baseline law, since nothing of this sweep fits yet; its loss scale is the report's tokens, so pass --law A,ALPHA,E for your data".to_string(),
+        ),
+    };
+    let m = match (args.multiplier, fitted) {
+        (Some(m), _) => m,
+        (None, Some(f)) => f
+            .arms
+            .iter()
+            .find(|a| a.arm == arm)
+            .and_then(|a| a.multiplier)
+            .map_or(f64::NAN, |e| e.value),
+        (None, None) => anyhow::bail!(bad(
+            "no finished runs to measure a multiplier from; pass --multiplier".into()
+        )),
+    };
+    if !(m.is_finite() && m > 1.0) {
+        anyhow::bail!(bad(format!(
+            "a multiplier of {m:.3} is nothing to detect (it must exceed 1); pass --multiplier, e.g. 1.1"
+        )));
+    }
+    Ok((law, law_source, m))
 }
 
 /// The arm compared with the baseline: `--arm`, or the sweep's first other arm; both must
