@@ -6,7 +6,8 @@
 mod run;
 
 use attnres::analysis::bootstrap::Resampling;
-use attnres::analysis::fit::{ArmPoints, EMode, Law, degenerate, fit};
+use attnres::analysis::degenerate::degenerate;
+use attnres::analysis::fit::{ArmPoints, EMode, Law, fit};
 use attnres::analysis::multiplier::{FitOptions, FitReport, RunPoint, analyse};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

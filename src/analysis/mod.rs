@@ -3,6 +3,7 @@
 
 pub mod bootstrap;
 pub mod cost;
+pub mod degenerate;
 pub mod depth_views;
 pub mod design;
 pub mod figures;

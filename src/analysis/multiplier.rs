@@ -9,10 +9,11 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{Linearised, Resampler, Resampling, linearise};
+use super::degenerate::degenerate;
 use super::design::Design;
 pub use super::design::RunPoint;
 pub use super::fit::multiplier_at;
-use super::fit::{EMode, Law, degenerate, fit, fit_with};
+use super::fit::{EMode, Law, fit, fit_with};
 use super::paired::{PairedTable, paired_table};
 use super::stats::{LEVEL, ext_f64, normal_quantile, percentile, t_quantile};
 use super::validation::{HoldOut, hold_out_largest};
@@ -116,7 +117,7 @@ pub struct FitReport {
     pub hold_out: Option<HoldOut>,
     /// Per-cell paired differences to the baseline, Holm-corrected.
     pub paired: PairedTable,
-    /// Why the laws are not to be read (see [`super::fit::degenerate`]): then no report
+    /// Why the laws are not to be read (see [`super::degenerate::degenerate`]): then no report
     /// draws them or prints a multiplier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degenerate: Option<String>,

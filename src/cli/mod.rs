@@ -9,6 +9,7 @@ mod model;
 mod power;
 mod power_difference;
 mod power_print;
+mod report;
 mod slurm;
 mod speed;
 mod status;
@@ -45,9 +46,9 @@ pub enum Command {
     /// Fit scaling laws and compute multipliers (with bootstrap intervals) and write fits.json.
     Fit(analyze::FitCmd),
     /// Write REPORTS/NAME/report.md, a self-contained report.html and figures from the results.
-    Report(analyze::ReportCmd),
+    Report(report::ReportCmd),
     /// Print the multipliers and losses of several sweeps side by side.
-    Compare(analyze::CompareCmd),
+    Compare(report::CompareCmd),
     /// Train one run from a RunSpec YAML file into a run folder (resumes a partial one).
     Train(train::TrainArgs),
     /// Write a run's final weights as safetensors.
@@ -81,8 +82,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => sweep::run_run(args),
         Command::Status(args) => status::run_status(args),
         Command::Fit(args) => analyze::run_fit(args),
-        Command::Report(args) => analyze::run_report(args),
-        Command::Compare(args) => analyze::run_compare(args),
+        Command::Report(args) => report::run_report(args),
+        Command::Compare(args) => report::run_compare(args),
         Command::Train(args) => train::run_train(args),
         Command::Export(args) => train::run_export(args),
         Command::ExportMetrics(args) => metrics::run(args),

@@ -6,10 +6,10 @@ use std::collections::HashSet;
 use super::RunSpec;
 use super::axes::{Arm, residuals, tasks};
 use super::error::SpecError;
-use super::family::depth_width_sizes;
 use super::grid::{excluded, grid_indices};
-use super::presets::{PRESETS, preset};
-use super::wire::{Axis, LrSpec, SizeEntry, SweepFile};
+use super::presets::Size;
+use super::sizes::sizes;
+use super::wire::{Axis, LrSpec, SweepFile};
 use crate::data::DataConfig;
 use crate::model::ModelConfig;
 use crate::model::config::ResidualConfig;
@@ -49,15 +49,6 @@ pub struct PlannedRun {
     pub seed: u64,
     /// Where its size was written in the sweep file (`sizes.1`), for errors.
     pub size_key: String,
-}
-
-pub(crate) struct Size {
-    pub(crate) name: String,
-    pub(crate) d_model: usize,
-    pub(crate) n_blocks: usize,
-    pub(crate) n_heads: usize,
-    /// Where it was written, for errors.
-    pub(crate) path: String,
 }
 
 /// Expands `file` into runs, in a deterministic order, merging duplicate run ids.
@@ -277,87 +268,6 @@ fn resolve(file: &SweepFile, p: &GridPoint) -> Result<RunSpec, SpecError> {
         ));
     }
     Ok(spec)
-}
-
-fn sizes(file: &SweepFile) -> Result<Vec<Size>, SpecError> {
-    let head_dim = file.model.head_dim;
-    if head_dim == 0 {
-        return Err(SpecError::at(
-            "model.head_dim",
-            "must be at least 1 (e.g. 32); n_heads = d_model / head_dim",
-        ));
-    }
-    // n_heads = d_model / head_dim, which must divide exactly: two heads of 20 for
-    // d_model 40 and head_dim 16 would silently be another model than the one asked for.
-    let heads = |d: usize, path: &str| -> Result<usize, SpecError> {
-        if d == 0 || !d.is_multiple_of(head_dim) {
-            let below = (d / head_dim).max(1) * head_dim;
-            return Err(SpecError::at(
-                path,
-                format!(
-                    "d_model {d} is not a multiple of model.head_dim {head_dim}; use d_model {below} or {}, or give this size its own n_heads",
-                    below + head_dim
-                ),
-            ));
-        }
-        Ok(d / head_dim)
-    };
-    match (&file.depth_width, file.sizes.is_empty()) {
-        (Some(_), false) => Err(SpecError::at(
-            "depth_width",
-            "give either `sizes` or `depth_width`, not both",
-        )),
-        (None, true) => Err(SpecError::at(
-            "sizes",
-            "no model sizes: add `sizes: [micro, tiny]` or a `depth_width` family",
-        )),
-        (None, false) => file
-            .sizes
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let path = format!("sizes.{i}");
-                match s {
-                    SizeEntry::Preset(name) => {
-                        let (d, n) = preset(name).ok_or_else(|| {
-                            let names: Vec<&str> = PRESETS.iter().map(|p| p.0).collect();
-                            let hint = super::locate::did_you_mean(name, names.iter().copied())
-                                .map(|m| format!("did you mean `{m}`? "))
-                                .unwrap_or_default();
-                            SpecError::at(
-                                &path,
-                                format!(
-                                    "unknown size preset `{name}`; {hint}presets: {}",
-                                    names.join(", ")
-                                ),
-                            )
-                        })?;
-                        Ok(Size {
-                            name: name.clone(),
-                            d_model: d,
-                            n_blocks: n,
-                            n_heads: heads(d, &path)?,
-                            path,
-                        })
-                    }
-                    SizeEntry::Explicit(e) => Ok(Size {
-                        name: e
-                            .name
-                            .clone()
-                            .unwrap_or_else(|| format!("d{}x{}", e.d_model, e.n_blocks)),
-                        d_model: e.d_model,
-                        n_blocks: e.n_blocks,
-                        n_heads: match e.n_heads {
-                            Some(h) => h,
-                            None => heads(e.d_model, &format!("{path}.d_model"))?,
-                        },
-                        path,
-                    }),
-                }
-            })
-            .collect(),
-        (Some(dw), true) => depth_width_sizes(file, dw, &heads),
-    }
 }
 
 /// `value` at `key` when it is a positive, finite number.

@@ -2,7 +2,7 @@
 //! FLOPs per token, one shape per `d_model / n_blocks` ratio.
 
 use super::error::SpecError;
-use super::expand::Size;
+use super::presets::Size;
 use super::presets::{Fixed, depth_width_shapes};
 use super::wire::{DepthWidth, SweepFile};
 use crate::model::ModelConfig;

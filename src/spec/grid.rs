@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use super::error::SpecError;
-use super::expand::Size;
+use super::presets::Size;
 use super::wire::{Axis, SweepFile};
 use crate::model::config::{HyperKind, ResidualConfig, Variant};
 

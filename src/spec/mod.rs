@@ -9,6 +9,7 @@ pub mod locate;
 pub mod presets;
 pub mod read;
 pub mod run_file;
+mod sizes;
 pub mod wire;
 
 use std::path::{Path, PathBuf};

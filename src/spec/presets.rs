@@ -3,6 +3,16 @@
 use crate::model::ModelConfig;
 use crate::model::flops::{flops_per_token, param_counts};
 
+/// A size of a sweep, resolved: its name and shape.
+pub(crate) struct Size {
+    pub(crate) name: String,
+    pub(crate) d_model: usize,
+    pub(crate) n_blocks: usize,
+    pub(crate) n_heads: usize,
+    /// Where it was written, for errors.
+    pub(crate) path: String,
+}
+
 /// `(name, d_model, n_blocks)`, smallest first: CPU sizes up to `medium`, GPU sizes above.
 pub const PRESETS: &[(&str, usize, usize)] = &[
     ("nano", 32, 2),
