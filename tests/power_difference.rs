@@ -76,7 +76,19 @@ fn a_one_size_sweep_is_planned_for_a_loss_difference() {
     // A multiplier option is refused beside it, and so is a difference of nothing.
     let o = power(&["--difference", "0.02", "--multiplier", "1.1"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let o = power(&["--difference", "0"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--difference 0:"), "{}", stderr(&o));
+    // Negative numbers reach the checks, which say what is wrong with them.
+    for (flag, value) in [
+        ("--difference", "0"),
+        ("--difference", "-0.02"),
+        ("--sigma", "-1"),
+    ] {
+        let extra = match flag {
+            "--sigma" => vec!["--difference", "0.02", flag, value],
+            _ => vec![flag, value],
+        };
+        let o = power(&extra);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let want = format!("{flag} {value}:");
+        assert!(stderr(&o).contains(&want), "`{want}` in {}", stderr(&o));
+    }
 }

@@ -27,11 +27,11 @@ pub struct PowerArgs {
     /// The sweep file (sweeps/NAME.yaml).
     pub sweep: PathBuf,
     /// The multiplier to detect (default: the arm's measured one).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub multiplier: Option<f64>,
     /// Seed standard deviation of one run's validation loss, nats (default: measured
     /// from the paired differences of finished runs).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub sigma: Option<f64>,
     /// The arm compared with the baseline (default: the sweep's first other arm).
     #[arg(long)]
@@ -46,7 +46,7 @@ pub struct PowerArgs {
     pub sizes: Vec<String>,
     /// Plan for a loss difference of this many nats at one size instead of a multiplier:
     /// for one-size sweeps, which have no scaling law (every arm unless --arm).
-    #[arg(long, conflicts_with_all = ["multiplier", "law", "sizes"])]
+    #[arg(long, allow_negative_numbers = true, conflicts_with_all = ["multiplier", "law", "sizes"])]
     pub difference: Option<f64>,
     /// The reference arm, by its label (`block S=8`); default: the sweep file's
     /// `reference_arm`, else `baseline`.
@@ -67,6 +67,11 @@ pub fn run(mut args: PowerArgs) -> anyhow::Result<()> {
         .or_else(|| sweep.file.reference_arm.clone())
         .unwrap_or_else(|| "baseline".into());
     let bad = |msg: String| InputError(format!("{}: {msg}", args.sweep.display()));
+    if let Some(s) = args.sigma.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        anyhow::bail!(bad(format!(
+            "--sigma {s}: must be a positive number of nats"
+        )));
+    }
     if let Some(difference) = args.difference {
         let question = super::power_difference::Question {
             baseline: &args.baseline,
@@ -177,7 +182,7 @@ fn law_and_multiplier(
 }
 
 /// The arm compared with the baseline: `--arm`, or the sweep's first other arm; both must
-/// be arms of the sweep, and `--sigma`, if given, a positive number.
+/// be arms of the sweep.
 fn compared_arm(
     args: &PowerArgs,
     sweep: &Sweep,
@@ -198,11 +203,6 @@ fn compared_arm(
                 "no arm `{name}` in the sweep; pass --arm/--baseline with one of its arms"
             )));
         }
-    }
-    if let Some(s) = args.sigma.filter(|s| !(s.is_finite() && *s > 0.0)) {
-        anyhow::bail!(bad(format!(
-            "--sigma {s}: must be a positive number of nats"
-        )));
     }
     Ok(arm)
 }
