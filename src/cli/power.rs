@@ -67,11 +67,7 @@ pub fn run(mut args: PowerArgs) -> anyhow::Result<()> {
         .or_else(|| sweep.file.reference_arm.clone())
         .unwrap_or_else(|| "baseline".into());
     let bad = |msg: String| InputError(format!("{}: {msg}", args.sweep.display()));
-    if let Some(s) = args.sigma.filter(|s| !(s.is_finite() && *s > 0.0)) {
-        anyhow::bail!(bad(format!(
-            "--sigma {s}: must be a positive number of nats"
-        )));
-    }
+    check_sigma(args.sigma, &bad)?;
     if let Some(difference) = args.difference {
         let question = super::power_difference::Question {
             baseline: &args.baseline,
@@ -179,6 +175,16 @@ fn law_and_multiplier(
         )));
     }
     Ok((law, law_source, m))
+}
+
+/// `--sigma`, if given, must be a positive number of nats.
+fn check_sigma(sigma: Option<f64>, bad: &impl Fn(String) -> InputError) -> anyhow::Result<()> {
+    if let Some(s) = sigma.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        anyhow::bail!(bad(format!(
+            "--sigma {s}: must be a positive number of nats"
+        )));
+    }
+    Ok(())
 }
 
 /// The arm compared with the baseline: `--arm`, or the sweep's first other arm; both must

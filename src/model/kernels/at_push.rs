@@ -3,7 +3,7 @@
 //! pushes need ([`StepRecord`]) and reads none of its completed sources; each push reads its
 //! source once, forms its gradient and adds each step's share of that step's query gradient
 //! (`mix_rows/at_push.rs` and `mix_rows/push.rs` have the formulas; a push may form a group
-//! of sources at once, `stack/grad.rs`). On libtorch in f32 on the CPU the row kernels do
+//! of sources at once, `stack_grad.rs`). On libtorch in f32 on the CPU the row kernels do
 //! both ends; elsewhere a step's backward declines and the stack's buffer takes it.
 
 use std::any::Any;

@@ -25,7 +25,7 @@
 //! gradient row, for one `g` row kept per step where the buffer keeps one per source. Where
 //! enough steps read a source, its push begins the gradients of the few sources below it
 //! too, which the same steps read, so that each of those steps' `g` rows is read once for
-//! the group (`stack/grad.rs`).
+//! the group (`stack_grad.rs`).
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
