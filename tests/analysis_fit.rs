@@ -1,12 +1,12 @@
 //! The scaling fit and the bootstrap: recovery of a known law, the null case, determinism,
 //! one seed per size, budgets as cells, and the report's published laws through
-//! `attnres fit --points`. Coverage is calibrated in analysis_calibration.rs.
+//! `attnres fit --points`. Coverage is calibrated in analysis_calibration.rs, and the
+//! rules that refuse a fit are tested beside their code (analysis/degenerate.rs).
 
 #[path = "common/run.rs"]
 mod run;
 
 use attnres::analysis::bootstrap::Resampling;
-use attnres::analysis::degenerate::degenerate;
 use attnres::analysis::fit::{ArmPoints, EMode, Law, fit};
 use attnres::analysis::multiplier::{FitOptions, FitReport, RunPoint, analyse};
 use rand::{Rng, SeedableRng};
@@ -353,53 +353,4 @@ train: {batch_size: 8, lr: 0.003, budget: {tokens: 8000}, eval_every: 10, eval_b
         .collect();
     assert_eq!(cells.len(), 2, "{cells:?}");
     assert!(cells.iter().all(|c| c.contains("tokens")), "{cells:?}");
-}
-
-/// A law is read only where there is one: each rule of `degenerate` fires on its case, and
-/// a clean four-size fit passes.
-#[test]
-fn degenerate_fits_are_named_and_a_clean_one_is_not() {
-    let law = Law {
-        a: 0.4,
-        alpha: 0.08,
-        e: 0.3,
-    };
-    let arm = |computes: &[f64], law: &Law| ArmPoints {
-        compute: computes.to_vec(),
-        loss: computes.iter().map(|&c| law.loss(c)).collect(),
-    };
-    let names = vec!["baseline".to_string(), "block".to_string()];
-    let four = &COMPUTE[..4];
-    let clean = [arm(four, &law), arm(four, &efficient(1.2))];
-    let fitted = fit(&clean, EMode::Shared).expect("a fit");
-    assert_eq!(
-        degenerate(&clean, &fitted.laws, &names, EMode::Shared),
-        None
-    );
-    let why = |arms: &[ArmPoints], laws: &[Law], mode| {
-        degenerate(arms, laws, &names, mode).unwrap_or_default()
-    };
-    let two = [arm(&COMPUTE[..2], &law), arm(&COMPUTE[..2], &law)];
-    assert!(why(&two, &[law, law], EMode::Shared).contains("has 2 compute values"));
-    let narrow = [1e-6, 1.5e-6, 2e-6];
-    let close = [arm(&narrow, &law), arm(&narrow, &law)];
-    assert!(why(&close, &[law, law], EMode::Shared).contains("span 2.0x"));
-    let rising = Law {
-        alpha: -0.01,
-        ..law
-    };
-    assert!(why(&clean, &[law, rising], EMode::Shared).contains("exponent is -0.010"));
-    let flat = Law {
-        a: 2.7e-8,
-        alpha: 0.9,
-        e: 1.68,
-    };
-    assert!(why(&clean, &[flat, law], EMode::Shared).contains("the fit is flat"));
-    // Three computes per arm and E at zero: 6 points, 5 shared-E parameters, 1 df.
-    let three = &COMPUTE[..3];
-    let pure = Law { e: 1e-9, ..law };
-    let few = [arm(three, &pure), arm(three, &pure)];
-    assert!(why(&few, &[pure, pure], EMode::Shared).contains("E went to zero with 1 residual"));
-    // The same points fitted with E fixed at zero have nothing to flag.
-    assert_eq!(degenerate(&few, &[pure, pure], &names, EMode::Zero), None);
 }

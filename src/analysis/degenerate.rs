@@ -64,3 +64,66 @@ pub fn degenerate(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fit::fit;
+    use super::*;
+
+    /// Four computes, 4x apart.
+    const COMPUTE: [f64; 4] = [1e-6, 4e-6, 1.6e-5, 6.4e-5];
+
+    /// A law is read only where there is one: each rule of `degenerate` fires on its case, and
+    /// a clean four-size fit passes.
+    #[test]
+    fn degenerate_fits_are_named_and_a_clean_one_is_not() {
+        let law = Law {
+            a: 0.4,
+            alpha: 0.08,
+            e: 0.3,
+        };
+        let arm = |computes: &[f64], law: &Law| ArmPoints {
+            compute: computes.to_vec(),
+            loss: computes.iter().map(|&c| law.loss(c)).collect(),
+        };
+        let names = vec!["baseline".to_string(), "block".to_string()];
+        let four = &COMPUTE[..];
+        // An arm as efficient as 1.2x the compute: the same law with `A` scaled by 1.2^-alpha.
+        let efficient = Law {
+            a: law.a * 1.2f64.powf(-law.alpha),
+            ..law
+        };
+        let clean = [arm(four, &law), arm(four, &efficient)];
+        let fitted = fit(&clean, EMode::Shared).expect("a fit");
+        assert_eq!(
+            degenerate(&clean, &fitted.laws, &names, EMode::Shared),
+            None
+        );
+        let why = |arms: &[ArmPoints], laws: &[Law], mode| {
+            degenerate(arms, laws, &names, mode).unwrap_or_default()
+        };
+        let two = [arm(&COMPUTE[..2], &law), arm(&COMPUTE[..2], &law)];
+        assert!(why(&two, &[law, law], EMode::Shared).contains("has 2 compute values"));
+        let narrow = [1e-6, 1.5e-6, 2e-6];
+        let close = [arm(&narrow, &law), arm(&narrow, &law)];
+        assert!(why(&close, &[law, law], EMode::Shared).contains("span 2.0x"));
+        let rising = Law {
+            alpha: -0.01,
+            ..law
+        };
+        assert!(why(&clean, &[law, rising], EMode::Shared).contains("exponent is -0.010"));
+        let flat = Law {
+            a: 2.7e-8,
+            alpha: 0.9,
+            e: 1.68,
+        };
+        assert!(why(&clean, &[flat, law], EMode::Shared).contains("the fit is flat"));
+        // Three computes per arm and E at zero: 6 points, 5 shared-E parameters, 1 df.
+        let three = &COMPUTE[..3];
+        let pure = Law { e: 1e-9, ..law };
+        let few = [arm(three, &pure), arm(three, &pure)];
+        assert!(why(&few, &[pure, pure], EMode::Shared).contains("E went to zero with 1 residual"));
+        // The same points fitted with E fixed at zero have nothing to flag.
+        assert_eq!(degenerate(&few, &[pure, pure], &names, EMode::Zero), None);
+    }
+}
