@@ -71,7 +71,7 @@ pub fn run(mut args: PowerArgs) -> anyhow::Result<()> {
     if let Some(difference) = args.difference {
         let question = super::power_difference::Question {
             baseline: &args.baseline,
-            arm: args.arm.as_ref(),
+            arm: args.arm.as_deref(),
             sigma: args.sigma,
             results: &args.results,
         };

@@ -20,8 +20,8 @@ use crate::spec::Sweep;
 /// What `attnres power --difference` is asked: the arms compared, the noise if given, and
 /// where the runs are.
 pub(super) struct Question<'a> {
-    pub baseline: &'a String,
-    pub arm: Option<&'a String>,
+    pub baseline: &'a str,
+    pub arm: Option<&'a str>,
     pub sigma: Option<f64>,
     pub results: &'a std::path::Path,
 }
@@ -29,7 +29,7 @@ pub(super) struct Question<'a> {
 pub(super) fn run(args: Question, sweep: &Sweep, difference: f64) -> anyhow::Result<()> {
     let bad = |msg: String| InputError(format!("{}: {msg}", sweep.path.display()));
     for name in [Some(args.baseline), args.arm].into_iter().flatten() {
-        if !sweep.runs.iter().any(|r| &r.arm == name) {
+        if !sweep.runs.iter().any(|r| r.arm == name) {
             anyhow::bail!(bad(format!("no arm `{name}` in the sweep")));
         }
     }

@@ -3,8 +3,7 @@
 use clap::Args;
 
 use super::status::task_column;
-use super::sweep_args::SweepArgs;
-use super::sweep_args::results_flag;
+use super::sweep_args::{SweepArgs, results_flag};
 use super::train::DeviceArgs;
 use super::{InputError, thousands};
 use crate::backend::BackendKind;

@@ -308,12 +308,11 @@ mod tests {
         assert_eq!(p, p_any);
         let (mut dl, mut dl_any) = (vec![0.0; e.len()], vec![0.0; e.len()]);
         backward(s, &g, &e, &mut dl);
-        let dl_plain = &mut dl_any;
         Form::PORTABLE.run(Backward {
             s,
             g: &g,
             e: &e,
-            dl: dl_plain,
+            dl: &mut dl_any,
         });
         assert_eq!(dl, dl_any);
         assert!(p.iter().chain(&dl).all(|x| x.is_finite()) && dl.iter().any(|&x| x != 0.0));
