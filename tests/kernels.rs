@@ -1,7 +1,7 @@
 //! The fused operations of `model::kernels` equal their compositions, in value and in every
 //! input's gradient, on each backend compiled in (libtorch's kernels on tch, the composed
-//! primitives on flex), and the two backends agree: attention, the phase-2 merge, the mixing
-//! step (alone and through the next PreNorm), the add-and-norm and the stack of sources.
+//! primitives on flex), and the two backends agree: attention, the mixing step and the
+//! stack of sources.
 //! `kernels_elementwise.rs` and `kernels_products.rs` hold the others.
 
 mod common;
@@ -9,9 +9,7 @@ mod common;
 mod kernel_checks;
 
 use attnres::model::kernels::attention::{causal_attention, causal_attention_composed};
-use attnres::model::kernels::merge::{block_merge, block_merge_composed};
-use attnres::model::kernels::mix::{depth_mix, depth_mix_composed, depth_mix_normed};
-use attnres::model::kernels::norm::{add_rms_norm, rms_norm};
+use attnres::model::kernels::mix::{depth_mix, depth_mix_composed};
 use attnres::model::kernels::stack::{GradMode, SourceStack};
 use burn::tensor::{Device, Tensor};
 use common::*;
@@ -58,60 +56,6 @@ fn causal_attention_equals_its_composition_with_gradients() {
         per_backend.push(fused);
     }
     assert_backends_agree(&per_backend, 1e-4);
-}
-
-type Merge = fn(Tensor<2>, Tensor<4>, Tensor<1>, Tensor<4>, bool) -> Tensor<2>;
-
-/// The merge of one layer as the two-phase path calls it: `o1` and `lse` are views of a
-/// block's phase-1 tensors (step 1 of 3), not tensors of their own. Returns the value and
-/// the gradients of `p`, the whole phase-1 result, `q` and the whole log-sum-exp.
-fn merge_and_grads(f: Merge, dev: &Device, heads: usize, key_norm: bool) -> Vec<Vec<f32>> {
-    let (n, d, q_steps) = (67, 24, 3);
-    let dh = d / heads;
-    let p = uniform(10, [n, d], dev).require_grad();
-    let o1_all = uniform(11, [heads, n, q_steps, dh], dev).require_grad();
-    let q = (uniform(12, [d], dev) * 0.5).require_grad();
-    let lse_all = uniform(13, [heads, n, 1, q_steps], dev).require_grad();
-    let w = uniform(14, [n, d], dev);
-    let o1 = o1_all.clone().narrow(2, 1, 1); // [H, N, 1, dh]
-    let lse = lse_all.clone().narrow(3, 1, 1); // [H, N, 1, 1]
-    let x = f(p.clone(), o1, q.clone(), lse, key_norm);
-    let grads = (x.clone() * w).sum().backward();
-    let mut out = vec![to_vec(x)];
-    out.push(to_vec(p.grad(&grads).unwrap()));
-    out.push(to_vec(o1_all.grad(&grads).unwrap()));
-    out.push(to_vec(q.grad(&grads).unwrap()));
-    out.push(to_vec(lse_all.grad(&grads).unwrap()));
-    out
-}
-
-#[test]
-fn block_merge_equals_its_composition_with_gradients() {
-    let mut per_backend = Vec::new();
-    for dev in backends() {
-        let train = dev.clone().autodiff();
-        let mut all = Vec::new();
-        // One head takes the row kernel on tch; two heads the composed backward.
-        for (heads, key_norm) in [(1, true), (1, false), (2, true)] {
-            let fused = merge_and_grads(block_merge, &train, heads, key_norm);
-            let composed = merge_and_grads(block_merge_composed, &train, heads, key_norm);
-            let case = format!("{dev:?} heads {heads} key norm {key_norm}");
-            assert_matches_composition(&fused, &composed, &["x", "dp", "do1", "dq", "dlse"], &case);
-            // Only step 1 of the phase-1 tensors was read, so only it has a gradient.
-            let do1 = &fused[2];
-            let (n, d) = (67, 24);
-            let dh = d / heads;
-            for (i, g) in do1.iter().enumerate() {
-                if (i / dh) % 3 != 1 {
-                    assert_eq!(*g, 0.0, "{dev:?}: gradient on an unread phase-1 step");
-                }
-            }
-            assert_eq!(do1.len(), heads * n * 3 * dh);
-            all.extend(fused);
-        }
-        per_backend.push(all);
-    }
-    assert_backends_agree(&per_backend, 1e-5);
 }
 
 type Mix = fn(Tensor<3>, Option<Tensor<2>>, Tensor<1>, bool) -> Tensor<2>;
@@ -161,68 +105,6 @@ fn depth_mix_equals_its_composition_with_gradients() {
         per_backend.push(all);
     }
     assert_backends_agree(&per_backend, 1e-5);
-}
-
-/// A mixing step through the PreNorm of the layer that reads it, in one operation, writes
-/// the floats of the mix followed by the norm, bit for bit: narrow rows (16 tokens at a
-/// time) and wide, a width of no whole set of lanes, and tokens over several of the
-/// kernels' tasks.
-#[cfg(feature = "tch")]
-#[test]
-fn the_normed_mix_equals_the_mix_then_the_norm_bit_for_bit() {
-    let device = fused_device();
-    for (n, d) in [(150, 24), (70, 256), (131, 300)] {
-        let stacked = uniform(70, [3, n, d], &device) * uniform(71, [3, n, 1], &device);
-        let partial = uniform(72, [n, d], &device) * 1.5;
-        let (q, gain) = (uniform(73, [d], &device), uniform(74, [d], &device));
-        for (with_partial, key_norm) in [(true, true), (false, true), (true, false)] {
-            let p = || with_partial.then(|| partial.clone());
-            let fused = depth_mix_normed(
-                stacked.clone(),
-                p(),
-                q.clone(),
-                None,
-                key_norm,
-                gain.clone(),
-            );
-            let x = depth_mix(stacked.clone(), p(), q.clone(), key_norm);
-            let apart = rms_norm(x, gain.clone());
-            let case = format!("{device:?} {n} x {d}, partial {with_partial}, key norm {key_norm}");
-            assert_eq!(bits(fused), bits(apart), "{case}");
-            // The query as a pseudo-query and a key gain whose product is `q`'s
-            // floats: the kernel's own product must round as libtorch's does.
-            let (w, key_gain) = (q.clone() * 0.75, uniform(75, [d], &device) + 3.0);
-            let q_folded = w.clone() * key_gain.clone();
-            let folded_here = depth_mix_normed(
-                stacked.clone(),
-                p(),
-                w,
-                Some(key_gain),
-                key_norm,
-                gain.clone(),
-            );
-            let given =
-                depth_mix_normed(stacked.clone(), p(), q_folded, None, key_norm, gain.clone());
-            assert_eq!(bits(folded_here), bits(given), "{case}, key gain");
-        }
-    }
-}
-
-/// A residual add and the next PreNorm in one operation write the floats of the add and of
-/// the norm after it, bit for bit.
-#[cfg(feature = "tch")]
-#[test]
-fn the_add_and_norm_equal_the_add_then_the_norm_bit_for_bit() {
-    let device = fused_device();
-    for (n, d) in [(150, 24), (131, 300)] {
-        let x = uniform(80, [n, d], &device) * uniform(81, [n, 1], &device);
-        let (y, gain) = (uniform(82, [n, d], &device), uniform(83, [d], &device));
-        let (sum, normed) = add_rms_norm(x.clone(), y.clone(), gain.clone());
-        let apart = x + y;
-        let case = format!("{device:?} {n} x {d}");
-        assert_eq!(bits(normed), bits(rms_norm(apart.clone(), gain)), "{case}");
-        assert_eq!(bits(sum), bits(apart), "{case}");
-    }
 }
 
 const SOURCES: usize = 5;

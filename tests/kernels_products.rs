@@ -1,61 +1,16 @@
-//! The products written onto a residual sum or into a stack's slot, and the fused AdamW
-//! step, equal the operations they fuse, on each backend compiled in (as `kernels.rs`
-//! checks the mixing kernels).
+//! The products of a sublayer's inputs with its weights, and the fused AdamW step, equal
+//! the operations they stand for, on each backend compiled in (as `kernels.rs` checks the
+//! mixing kernels).
 
 mod common;
 #[path = "common/kernels.rs"]
 mod kernel_checks;
 
-use attnres::backend::{BackendKind, device};
-use attnres::model::kernels::onto::{Dest, linear, matmul_onto, project};
-use attnres::model::kernels::stack::{GradMode, SourceStack};
+use attnres::model::kernels::linear::linear;
 use common::*;
 use kernel_checks::*;
 
-#[test]
-fn matmul_onto_equals_the_product_then_the_add_with_gradients() {
-    let (n, k, m) = (37, 53, 24);
-    let mut per_backend = Vec::new();
-    for dev in backends() {
-        let train = dev.clone().autodiff();
-        let run = |fused: bool| {
-            let c = uniform(90, [n, m], &train).require_grad();
-            let x = uniform(91, [n, k], &train).require_grad();
-            let w = (uniform(92, [k, m], &train) * 0.2).require_grad();
-            let y = if fused {
-                matmul_onto(c.clone(), x.clone(), w.clone())
-            } else {
-                c.clone() + x.clone().matmul(w.clone())
-            };
-            let grads = (y.clone() * uniform(93, [n, m], &train)).sum().backward();
-            [
-                to_vec(y),
-                to_vec(c.grad(&grads).expect("c has a gradient")),
-                to_vec(x.grad(&grads).expect("x has a gradient")),
-                to_vec(w.grad(&grads).expect("w has a gradient")),
-            ]
-        };
-        let (fused, composed) = (run(true), run(false));
-        let names = ["y", "dc", "dx", "dw"];
-        assert_matches_composition(&fused, &composed, &names, &format!("{dev:?}"));
-        per_backend.push(fused.to_vec());
-
-        let (x, w) = (uniform(91, [n, k], &dev), uniform(92, [k, m], &dev) * 0.2);
-        let held = uniform(90, [n, m], &dev);
-        let before = bits(held.clone());
-        let beside = matmul_onto(held.clone(), x.clone(), w.clone());
-        assert_eq!(bits(held), before, "{dev:?}: a held c was written over");
-        let alone = matmul_onto(uniform(90, [n, m], &dev), x, w);
-        assert_eq!(
-            bits(alone),
-            bits(beside),
-            "{dev:?}: in place and beside differ"
-        );
-    }
-    assert_backends_agree(&per_backend, 1e-5);
-}
-
-/// The product of a sublayer's input with a weight (`onto::linear`) equals burn's `matmul`
+/// The product of a sublayer's input with a weight (`kernels::linear`) equals burn's `matmul`
 /// of `h` `[B, T, k]` by the weight as `[1, k, m]`: in training (the 2-D form and its own
 /// backward) within float rounding, value and both gradients, on every backend, and the
 /// backends agree; without autodiff it is that batched product bit for bit.
@@ -95,63 +50,6 @@ fn linear_equals_the_batched_matmul_with_gradients() {
         assert_eq!(bits(inference), bits(batched), "{dev:?}: inference's form");
     }
     assert_backends_agree(&per_backend, 1e-5);
-}
-
-/// A sublayer's output projection written into the source stack's next slot (offered on
-/// libtorch on the CPU) keeps the bits of burn's `matmul`, and of the add onto a partial sum,
-/// in value and in the gradients of its inputs, and the stack it is pushed onto (which then
-/// copies nothing) mixes as the stack given the same source in memory of its own.
-#[test]
-fn a_projection_into_the_stacks_slot_keeps_its_bits_with_gradients() {
-    let (b, t, k, d) = (3, 11, 40, 16);
-    // flex offers no slot, so writing "into" it is the plain product there: nothing to
-    // compare, only that no slot is offered.
-    if let Ok(flex) = device(BackendKind::Flex, "cpu") {
-        let sources = SourceStack::new(
-            uniform(73, [b * t, d], &flex.autodiff()),
-            2,
-            GradMode::Buffer,
-        );
-        assert!(sources.next_slot().is_none(), "flex offered a slot");
-    }
-    let kind = BackendKind::Tch;
-    let Ok(dev) = device(kind, "cpu") else {
-        return;
-    };
-    let train = dev.autodiff();
-    let run = |into: bool, onto: bool, mode: GradMode| {
-        let h = uniform(70, [b, t, k], &train).require_grad();
-        let w = (uniform(71, [k, d], &train) * 0.2).require_grad();
-        let c = uniform(72, [b, t, d], &train).require_grad();
-        let mut sources = SourceStack::new(uniform(73, [b * t, d], &train), 2, mode);
-        let slot = sources.next_slot();
-        assert!(slot.is_some(), "{kind:?}: no slot offered");
-        let to = Dest {
-            onto: onto.then(|| c.clone()),
-            into: slot.filter(|_| into),
-        };
-        let y = project(h.clone(), w.clone(), to);
-        sources.push(y.clone().reshape([b * t, d])); // [B, T, d] -> [BT, d]
-        let mixed = sources.mix(None, uniform(74, [d], &train), true);
-        let loss = (y.clone() * uniform(75, [b, t, d], &train)).sum()
-            + (mixed.clone() * uniform(76, [b * t, d], &train)).sum();
-        let grads = loss.backward();
-        let mut out = vec![to_vec(y), to_vec(mixed)];
-        out.push(to_vec(h.grad(&grads).expect("h has a gradient")));
-        out.push(to_vec(w.grad(&grads).expect("w has a gradient")));
-        if onto {
-            out.push(to_vec(c.grad(&grads).expect("c has a gradient")));
-        }
-        out.into_iter()
-            .map(|v| v.into_iter().map(f32::to_bits).collect::<Vec<_>>())
-            .collect::<Vec<_>>()
-    };
-    for onto in [false, true] {
-        for mode in [GradMode::Buffer, GradMode::AtPush] {
-            let case = format!("{kind:?} onto {onto} {mode:?}");
-            assert_eq!(run(true, onto, mode), run(false, onto, mode), "{case}");
-        }
-    }
 }
 
 /// Entries where `a` and `b` differ, and whether each differs by at most `EPSILON (|b| +

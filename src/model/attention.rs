@@ -6,7 +6,7 @@ use burn::tensor::Tensor;
 
 use super::init::Init;
 use super::kernels::attention::causal_attention;
-use super::kernels::onto::{Dest, linear, project};
+use super::kernels::linear::linear;
 use super::rope::Rope;
 
 #[derive(Module, Debug)]
@@ -47,15 +47,12 @@ impl Attention {
     }
 
     /// `x`: `[B, T, d]` -> (`[B, T, d]`, this layer's own values `[B, H, T, hd]`). With a
-    /// value mix, `first` (the first attention layer's values) is mixed into its own. The
-    /// output is added onto `to.onto` `[B, T, d]` (and written into `to.into`) by the output
-    /// projection itself where one is given (`kernels::onto`).
+    /// value mix, `first` (the first attention layer's values) is mixed into its own.
     pub fn forward(
         &self,
         x: Tensor<3>,
         rope: &Rope,
         first: Option<Tensor<4>>,
-        to: Dest,
     ) -> (Tensor<3>, Tensor<4>) {
         let [b, t, d] = x.dims();
         let (h, hd) = (self.n_heads, d / self.n_heads);
@@ -76,6 +73,6 @@ impl Attention {
         };
         let ctx = causal_attention(q, k, v); // [B, H, T, hd]
         let ctx = ctx.swap_dims(1, 2).reshape([b, t, d]); // [B, T, d]
-        (project(ctx, self.wo.val(), to), own)
+        (linear(ctx, self.wo.val()), own)
     }
 }

@@ -9,7 +9,7 @@ use burn::tensor::{Device, Int, Tensor};
 use super::attention::Attention;
 use super::config::{ConfigError, ModelConfig};
 use super::init::Init;
-use super::kernels::onto::{Dest, linear};
+use super::kernels::linear::linear;
 use super::mlp::Mlp;
 use super::norm::RmsNorm;
 use super::residual::{AttnResPath, Residual, Sublayers, Trace};
@@ -45,46 +45,22 @@ struct BlockSublayers<'a> {
     first_values: Option<RefCell<Option<Tensor<4>>>>,
 }
 
-impl BlockSublayers<'_> {
-    /// Sublayer `l`'s PreNorm.
-    fn pre_norm(&self, layer: usize) -> &RmsNorm {
-        let block = &self.blocks[layer / 2];
-        if layer.is_multiple_of(2) {
-            &block.attn_norm
-        } else {
-            &block.mlp_norm
-        }
-    }
-}
-
 impl Sublayers for BlockSublayers<'_> {
     fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
-        self.apply_normed(layer, self.pre_norm(layer).forward(x))
-    }
-
-    fn norm(&self, layer: usize) -> Option<&RmsNorm> {
-        Some(self.pre_norm(layer))
-    }
-
-    fn apply_normed(&self, layer: usize, x: Tensor<3>) -> Tensor<3> {
-        self.apply_normed_to(layer, x, Dest::default())
-    }
-
-    /// Added onto `to.onto` and written into `to.into` by the output projection.
-    fn apply_normed_to(&self, layer: usize, x: Tensor<3>, to: Dest) -> Tensor<3> {
         let block = &self.blocks[layer / 2];
         if !layer.is_multiple_of(2) {
-            return block.mlp.forward(x, to);
+            return block.mlp.forward(block.mlp_norm.forward(x));
         }
+        let x = block.attn_norm.forward(x);
         let Some(first) = &self.first_values else {
-            return block.attn.forward(x, self.rope, None, to).0;
+            return block.attn.forward(x, self.rope, None).0;
         };
         let given = if layer == 0 {
             None
         } else {
             first.borrow().clone()
         };
-        let (y, own) = block.attn.forward(x, self.rope, given, to);
+        let (y, own) = block.attn.forward(x, self.rope, given);
         if layer == 0 {
             *first.borrow_mut() = Some(own);
         }

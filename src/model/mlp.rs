@@ -1,6 +1,6 @@
 //! SwiGLU feed-forward block with no biases (SPEC section 7).
 
-use super::kernels::onto::{Dest, linear, project};
+use super::kernels::linear::linear;
 use super::kernels::swiglu::swiglu;
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -25,11 +25,10 @@ impl Mlp {
         }
     }
 
-    /// `x`: `[B, T, d]` -> `[B, T, d]`, added onto `to.onto` `[B, T, d]` (and written into
-    /// `to.into`) by the output projection itself where one is given (`kernels::onto`).
-    pub fn forward(&self, x: Tensor<3>, to: Dest) -> Tensor<3> {
+    /// `x`: `[B, T, d]` -> `[B, T, d]`.
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let gate = linear(x.clone(), self.w_gate.val()); // [B, T, h]
         let up = linear(x, self.w_up.val()); // [B, T, h]
-        project(swiglu(gate, up), self.w_down.val(), to) // [B, T, d]
+        linear(swiglu(gate, up), self.w_down.val()) // [B, T, d]
     }
 }

@@ -3,9 +3,7 @@
 //! single head. The sources come as the completed sources kept stacked `[K, N, d]`
 //! (`kernels::stack`) and the block's partial sum `[N, d]` beside them (not copied in).
 //! Composed, a step is a dozen kernels forward and twenty backward; fused, one pass over the
-//! sources each way, by `mix_rows` on the CPU in f32. `depth_mix_normed` takes the step on
-//! through the PreNorm of the layer that reads it; without autodiff the row kernels then
-//! normalise each task's rows while they are in the cache, and the mix never reaches memory.
+//! sources each way, by `mix_rows` on the CPU in f32.
 
 use std::sync::{Arc, Mutex};
 
@@ -55,73 +53,6 @@ pub(super) fn depth_mix_into(
         acc,
     );
     Tensor::from_dispatch(x)
-}
-
-/// `rms_norm(depth_mix(..), gain)`, the PreNorm'd input of the layer that reads the mix,
-/// `gain` `[d]` -> `[N, d]`: the same floats, in one pass where the backend can.
-/// With `key_gain` the step's query is `q key_gain` (`KernelOps::depth_mix_normed`).
-pub fn depth_mix_normed(
-    stacked: Tensor<3>,
-    partial: Option<Tensor<2>>,
-    q: Tensor<1>,
-    key_gain: Option<Tensor<1>>,
-    key_norm: bool,
-    gain: Tensor<1>,
-) -> Tensor<2> {
-    depth_mix_normed_into(
-        stacked,
-        partial,
-        q,
-        key_gain,
-        key_norm,
-        gain,
-        StackGrad::none(),
-    )
-}
-
-/// [`depth_mix_normed`] with [`depth_mix_into`]'s `acc`.
-pub(super) fn depth_mix_normed_into(
-    stacked: Tensor<3>,
-    partial: Option<Tensor<2>>,
-    q: Tensor<1>,
-    key_gain: Option<Tensor<1>>,
-    key_norm: bool,
-    gain: Tensor<1>,
-    acc: StackGrad,
-) -> Tensor<2> {
-    let d = stacked.dims()[2];
-    let partial = partial.unwrap_or_else(|| no_partial(&stacked, d));
-    let q_device = q.device();
-    Tensor::from_dispatch(<Dispatch as KernelOps>::depth_mix_normed(
-        stacked.into_dispatch(),
-        partial.into_dispatch(),
-        q.into_dispatch(),
-        key_gain
-            .unwrap_or_else(|| Tensor::empty([0], &q_device))
-            .into_dispatch(),
-        key_norm,
-        gain.into_dispatch(),
-        acc,
-    ))
-}
-
-/// [`depth_mix_normed`] as operations of backend `B`: the query's product `q key_gain` (none
-/// where `key_gain` has no entries), the mix and the norm.
-pub(super) fn mix_then_norm<B: KernelOps>(
-    stacked: FloatTensor<B>,
-    partial: FloatTensor<B>,
-    q: FloatTensor<B>,
-    key_gain: FloatTensor<B>,
-    key_norm: bool,
-    gain: FloatTensor<B>,
-    acc: StackGrad,
-) -> FloatTensor<B> {
-    let q = match key_gain.shape().num_elements() {
-        0 => q,
-        _ => B::float_mul(q, key_gain),
-    };
-    let (x, _) = B::depth_mix(stacked, partial, q, key_norm, acc);
-    B::rms_norm(x, gain)
 }
 
 /// A partial sum of zero rows: the kernels' sign that the step has none.

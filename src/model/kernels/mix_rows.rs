@@ -12,7 +12,7 @@ use pulp::{Simd, WithSimd};
 
 use super::cpu::Form;
 use super::omp::for_each_task;
-use super::rows::{ROWS_PER_TASK, rms_norm_in_place};
+use super::rows::ROWS_PER_TASK;
 
 mod at_push;
 mod backward;
@@ -182,19 +182,7 @@ fn inv_rms_of(sum_sq: f32, d: usize) -> f32 {
 /// One mixing step, `x = sum_k a_k v_k` with `a = softmax_k(v_k . q / rms(v_k))` (`v_k . q`
 /// without the key norm), for every token: writes `x` `[N, d]` and, for the backward pass,
 /// each token's weights into `saved` `[N, K', SAVED]`.
-///
-/// With `norm_gain` `g` `[d]` it writes `x g / rms(x)` instead, the PreNorm of the layer
-/// that reads the mix, the floats of `rows::rms_norm_forward`: each task normalises its
-/// rows in place while they are still in the core's cache, so that `x` itself never goes
-/// out to memory and back (inference, where nothing else reads `x`).
-pub fn mix_forward(
-    src: Sources,
-    q: &[f32],
-    key_norm: bool,
-    norm_gain: Option<&[f32]>,
-    x: &mut [f32],
-    saved: &mut [f32],
-) {
+pub fn mix_forward(src: Sources, q: &[f32], key_norm: bool, x: &mut [f32], saved: &mut [f32]) {
     let (d, sources) = (src.d, src.count());
     let form = Form::detect();
     let tasks: Vec<(&mut [f32], &mut [f32])> = x
@@ -209,9 +197,6 @@ pub fn mix_forward(
             task,
         };
         form.run(ForwardRows { t: rows, x, saved });
-        if let Some(g) = norm_gain {
-            rms_norm_in_place(x, g);
-        }
     });
 }
 

@@ -1,9 +1,10 @@
 //! Operations that burn's tensor API composes out of many small kernels, given a kernel (or
 //! a backward pass) of their own through burn's backend extensions: causal attention,
 //! RMSNorm, rotary position embedding, SwiGLU's gating, mHC's Sinkhorn-Knopp, the
-//! multi-stream residual's read and update, one AttnRes mixing step (alone, or through the
-//! PreNorm of the layer that reads it), Block AttnRes's phase-2 merge, a residual branch's
-//! output projection added onto its sum, and one AdamW step of a parameter.
+//! multi-stream residual's read and update, one AttnRes mixing step, the stack of sources
+//! that the mixing steps read, a sublayer's products with its weights, and one AdamW step of
+//! a parameter. Each stays because it measured 3% or more faster somewhere than its
+//! composed form (docs/performance.md).
 //!
 //! [`KernelOps`] (`ops.rs`) names each operation. Its default is the operation composed of
 //! primitive tensor operations (`composed`), which flex, CUDA and bf16 run. libtorch on the
@@ -20,7 +21,7 @@ pub mod attention;
 mod backends;
 mod composed;
 mod cpu;
-pub mod merge;
+pub mod linear;
 pub mod mix;
 #[cfg(feature = "tch")]
 mod mix_rows;
@@ -29,7 +30,6 @@ mod mix_tch;
 pub mod norm;
 #[cfg(feature = "tch")]
 mod omp;
-pub mod onto;
 mod ops;
 pub mod rotary;
 #[cfg(feature = "tch")]

@@ -20,29 +20,6 @@ pub fn rms_norm(x: Tensor<2>, gain: Tensor<1>) -> Tensor<2> {
     ))
 }
 
-/// A residual add and the PreNorm of the layer that reads its sum: `s = x + y` and
-/// `s g / rms(s)`, `x`, `y` `[N, d]`, `g` `[d]` -> (`s`, the normalised `s`), the floats of
-/// the two operations. libtorch on the CPU in f32 does it in one pass over the rows; elsewhere
-/// it is the two operations, and so always under autodiff.
-pub fn add_rms_norm(x: Tensor<2>, y: Tensor<2>, gain: Tensor<1>) -> (Tensor<2>, Tensor<2>) {
-    let (sum, normed) = <Dispatch as KernelOps>::add_rms_norm(
-        x.into_dispatch(),
-        y.into_dispatch(),
-        gain.into_dispatch(),
-    );
-    (Tensor::from_dispatch(sum), Tensor::from_dispatch(normed))
-}
-
-/// [`add_rms_norm`] as two operations of backend `B`.
-pub(super) fn add_then_norm<B: KernelOps>(
-    x: FloatTensor<B>,
-    y: FloatTensor<B>,
-    g: FloatTensor<B>,
-) -> (FloatTensor<B>, FloatTensor<B>) {
-    let sum = B::float_add(x, y);
-    (sum.clone(), B::rms_norm(sum, g))
-}
-
 #[cfg(feature = "tch")]
 #[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
 pub(super) mod tch_kernel {
@@ -62,25 +39,6 @@ pub(super) mod tch_kernel {
         let mut y = mem::empty(&x_c.size());
         rows::rms_norm_forward(xs, gs, mem::slice_mut(&mut y));
         TchTensor::new(y)
-    }
-
-    /// `super::add_rms_norm` by the row kernel where it takes the tensors (f32 on the
-    /// CPU), else the two operations.
-    pub fn add_forward(x: T, y: T, g: T) -> (T, T) {
-        let (x_c, y_c, g_c) = (
-            x.tensor.contiguous(),
-            y.tensor.contiguous(),
-            g.tensor.contiguous(),
-        );
-        let (Some(xs), Some(ys), Some(gs)) =
-            (mem::floats(&x_c), mem::floats(&y_c), mem::floats(&g_c))
-        else {
-            return super::add_then_norm::<LibTorch>(x, y, g);
-        };
-        let (mut sum, mut normed) = (mem::empty(&x_c.size()), mem::empty(&x_c.size()));
-        let (ss, hs) = (mem::slice_mut(&mut sum), mem::slice_mut(&mut normed));
-        rows::add_rms_norm_forward(xs, ys, gs, ss, hs);
-        (TchTensor::new(sum), TchTensor::new(normed))
     }
 
     pub fn backward(dy: T, x: T, g: T) -> (T, T) {

@@ -6,7 +6,7 @@
 use burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 
 use super::stack_grad::StackGrad;
-use super::{adamw, at_push, composed, mix, norm, onto};
+use super::{adamw, at_push, composed, linear};
 
 /// The fused operations, per backend. Call them through the functions of the submodules,
 /// which take and return [`burn::tensor::Tensor`]s.
@@ -34,39 +34,6 @@ pub trait KernelOps: Backend {
         _lse: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         composed::causal_attention_backward::<Self>(grad, q, k, v, out)
-    }
-
-    /// Block AttnRes's phase-2 merge, `x = o1 + sigmoid(p.q / rms(p) - lse) (p - o1)` per
-    /// head (`p.q` without the key norm): the partial sum `p` `[N, d]`, the phase-1 result
-    /// `o1` `[H, N, 1, dh]` and its log-sum-exp `lse` `[H, N, 1, 1]`, the step's effective
-    /// query `q` `[d]` -> `x` `[N, d]`.
-    fn block_merge(
-        p: FloatTensor<Self>,
-        o1: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        lse: FloatTensor<Self>,
-        key_norm: bool,
-    ) -> FloatTensor<Self> {
-        composed::block_merge::<Self>(p, o1, q, lse, key_norm)
-    }
-
-    /// The gradients of [`Self::block_merge`] with respect to `p`, `o1`, `q` and `lse`.
-    fn block_merge_backward(
-        grad: FloatTensor<Self>,
-        p: FloatTensor<Self>,
-        o1: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        lse: FloatTensor<Self>,
-        key_norm: bool,
-    ) -> (
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-    ) {
-        let [dp, do1, dq, dlse] =
-            composed::block_merge_backward::<Self>(grad, p, o1, q, lse, key_norm);
-        (dp, do1, dq, dlse)
     }
 
     /// One single-head AttnRes mixing step, the softmax-weighted sum of the completed
@@ -147,95 +114,20 @@ pub trait KernelOps: Backend {
         composed::source_grad::<Self>(v, lo, sum, at_push::unbox::<Self>(steps))
     }
 
-    /// [`Self::depth_mix`]'s `x` normalised by the PreNorm of the layer that reads it,
-    /// `x g / rms(x)` with `gain` `g` `[d]` -> `[N, d]`. libtorch on the CPU in f32 does it
-    /// in one pass that never writes `x` out; elsewhere it is the two operations, and so
-    /// always under autodiff, whose norm backward reads `x`. The step's query is `q key_gain`
-    /// (a pseudo-query times its key norm's gain; `q` itself where `key_gain` has no
-    /// entries), a product that the row kernels form themselves, the same floats, instead
-    /// of a tensor operation of its own.
-    fn depth_mix_normed(
-        stacked: FloatTensor<Self>,
-        partial: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        key_gain: FloatTensor<Self>,
-        key_norm: bool,
-        gain: FloatTensor<Self>,
-        acc: StackGrad,
-    ) -> FloatTensor<Self> {
-        mix::mix_then_norm::<Self>(stacked, partial, q, key_gain, key_norm, gain, acc)
-    }
-
-    /// A residual add and the PreNorm of the layer that reads its sum: `x`, `y` `[N, d]`,
-    /// `gain` `[d]` -> (`s = x + y`, `s g / rms(s)`), the floats of the two operations; one
-    /// pass on libtorch on the CPU in f32, the two operations elsewhere and under autodiff.
-    fn add_rms_norm(
-        x: FloatTensor<Self>,
-        y: FloatTensor<Self>,
-        gain: FloatTensor<Self>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        norm::add_then_norm::<Self>(x, y, gain)
-    }
-
-    /// A residual branch's output projection added onto the sum it joins, `c + x w`: `c`
-    /// `[N, m]`, `x` `[N, k]`, `w` `[k, m]` -> `[N, m]`. libtorch adds `c` in the product's
-    /// own pass (`addmm`), over `c`'s memory where nothing else holds it; elsewhere it is the
-    /// product and the add.
-    fn matmul_onto(
-        c: FloatTensor<Self>,
-        x: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        onto::composed::<Self>(c, x, w)
-    }
-
-    /// [`Self::matmul_onto`] written into `into` `[N, m]` (memory from
-    /// [`Self::stack_slot`]) where the backend can (libtorch, the same floats), and a
-    /// tensor of its own elsewhere.
-    fn matmul_onto_into(
-        c: FloatTensor<Self>,
-        x: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        _into: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        onto::composed::<Self>(c, x, w)
-    }
-
     /// The product of a sublayer's input with a weight, `h w`, `h` `[B, T, k]`, `w`
     /// `[k, m]` -> `[B, T, m]`: where `flat`, `h` as `[B T, k]` times `w`, one 2-D product;
     /// else burn's `matmul` of `h` and `w` as `[1, k, m]` (one product per sequence on
     /// libtorch). The autodiff backend takes the 2-D form where it records the product for a
-    /// backward, whatever `flat` asks, and the batched one elsewhere (`onto::linear`).
+    /// backward, whatever `flat` asks, and the batched one elsewhere (`kernels::linear`).
     fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, flat: bool) -> FloatTensor<Self> {
-        onto::composed_linear::<Self>(h, w, flat)
-    }
-
-    /// [`Self::tokens_matmul`] written into `into` `[B T, m]` (memory from
-    /// [`Self::stack_slot`]) where the backend can (libtorch), and a tensor of its own
-    /// elsewhere.
-    fn tokens_matmul_into(
-        h: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        _into: FloatTensor<Self>,
-        flat: bool,
-    ) -> FloatTensor<Self> {
-        onto::composed_linear::<Self>(h, w, flat)
-    }
-
-    /// The next slot `[N, d]` of the buffer that `stacked` `[K, N, d]` (from
-    /// [`Self::stack_push`]) is a view of, where the backend keeps one with room for it
-    /// (libtorch on the CPU in f32): memory that the source pushed next may be written into
-    /// (`onto::Dest::into`), so that its push has nothing to copy. `None` elsewhere.
-    fn stack_slot(_stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
-        None
+        linear::composed_linear::<Self>(h, w, flat)
     }
 
     /// A stack of completed sources grown by one: `stacked` `[K, N, d]` and the next source
     /// `v` `[N, d]` -> `[K + 1, N, d]`. Where the backend can (libtorch on the CPU) the result
     /// is a view of one buffer with room for `capacity` sources, `v` written into the slot
     /// after `stacked`'s, so that `stacked` must be the latest stack of its buffer: use it
-    /// through [`stack::SourceStack`], which pushes onto each stack once. A `v` that is
-    /// already that slot (written there through [`Self::stack_slot`]) is not copied.
+    /// through [`stack::SourceStack`], which pushes onto each stack once.
     /// `acc` is the stack's gradient buffer, which an autodiff backend's backward hands `v`'s
     /// slot of (other backends ignore it).
     fn stack_push(

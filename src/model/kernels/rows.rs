@@ -8,24 +8,9 @@
 use super::omp::for_each_task;
 use crate::model::norm::RMS_EPS;
 
-/// Rows per chunk of [`merge_backward`]. Its `dq` is summed per chunk and the chunks' sums then added in
-/// order: the order of summation the committed quick reference runs were trained with, which
-/// the reproduce test checks bit for bit.
+/// Rows per task of the norm's forwards and of the mixing rows' tasks; a task's results
+/// do not depend on how many threads run the tasks.
 pub(super) const ROWS_PER_TASK: usize = 64;
-
-/// A read-only `[rows, d]` matrix whose rows may sit `stride` apart (a view into a wider
-/// tensor).
-#[derive(Clone, Copy)]
-pub struct Rows<'a> {
-    pub data: &'a [f32],
-    pub stride: usize,
-}
-
-impl<'a> Rows<'a> {
-    pub fn row(&self, r: usize, d: usize) -> &'a [f32] {
-        &self.data[r * self.stride..r * self.stride + d]
-    }
-}
 
 /// `1 / rms(p)`, or 1 without the key norm.
 pub(super) fn inv_rms(p: &[f32], key_norm: bool) -> f32 {
@@ -68,84 +53,6 @@ pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum3(a, b, b, |a, b, _| a * b)
 }
 
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-/// Phase 2 of Block AttnRes for one layer (SPEC section 5, docs/performance.md): the
-/// partial sum `p` `[N, d]` scored against query `q` `[d]` (`z = p.q / rms(p)`), merged
-/// into the phase-1 result `o1` `[N, d]` whose sources' log-sum-exp is `lse` `[N]`:
-/// `x = o1 + sigmoid(z - lse) (p - o1)`. Writes `x` `[N, d]`.
-pub fn merge_forward(p: &[f32], o1: Rows, q: &[f32], lse: Rows, key_norm: bool, x: &mut [f32]) {
-    let d = q.len();
-    for (r, (x, p)) in x.chunks_exact_mut(d).zip(p.chunks_exact(d)).enumerate() {
-        let o1 = o1.row(r, d);
-        let z = dot(p, q) * inv_rms(p, key_norm);
-        let beta = sigmoid(z - lse.row(r, 1)[0]);
-        for ((x, p), o) in x.iter_mut().zip(p).zip(o1) {
-            *x = o + beta * (p - o);
-        }
-    }
-}
-
-/// The gradients of [`merge_forward`] given `g = dL/dx` `[N, d]`: writes `dp` and `do1`
-/// `[N, d]` and `dlse` `[N]`, and returns `dq` `[d]`. With `s = p.q`, `u = 1/rms(p)`,
-/// `beta = sigmoid(s u - lse)` and `dz = beta (1 - beta) g.(p - o1)`:
-/// `do1 = (1 - beta) g`, `dlse = -dz`, `dq = sum_rows dz u p`,
-/// `dp = beta g + dz u q - dz s u^3 p / d` (the last term from the key norm).
-#[allow(clippy::too_many_arguments)]
-pub fn merge_backward(
-    g: &[f32],
-    p: &[f32],
-    o1: Rows,
-    q: &[f32],
-    lse: Rows,
-    key_norm: bool,
-    dp: &mut [f32],
-    do1: &mut [f32],
-    dlse: &mut [f32],
-) -> Vec<f32> {
-    let d = q.len();
-    let chunk = d * ROWS_PER_TASK;
-    dp.chunks_mut(chunk)
-        .zip(do1.chunks_mut(chunk))
-        .zip(dlse.chunks_mut(ROWS_PER_TASK))
-        .enumerate()
-        .map(|(task, ((dp, do1), dlse))| {
-            let mut dq = vec![0.0f32; d];
-            for (i, ((dp, do1), dlse)) in dp
-                .chunks_mut(d)
-                .zip(do1.chunks_mut(d))
-                .zip(dlse.iter_mut())
-                .enumerate()
-            {
-                let r = task * ROWS_PER_TASK + i;
-                let (p, g, o1) = (&p[r * d..(r + 1) * d], &g[r * d..(r + 1) * d], o1.row(r, d));
-                let u = inv_rms(p, key_norm);
-                let s = dot(p, q);
-                let beta = sigmoid(s * u - lse.row(r, 1)[0]);
-                let along = sum3(g, p, o1, |g, p, o| g * (p - o));
-                let dz = beta * (1.0 - beta) * along;
-                *dlse = -dz;
-                let norm = if key_norm {
-                    dz * s * u * u * u / d as f32
-                } else {
-                    0.0
-                };
-                for c in 0..d {
-                    do1[c] = (1.0 - beta) * g[c];
-                    dp[c] = beta * g[c] + dz * u * q[c] - norm * p[c];
-                    dq[c] += dz * u * p[c];
-                }
-            }
-            dq
-        })
-        .fold(vec![0.0f32; d], |mut a, b| {
-            a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-            a
-        })
-}
-
 /// RMSNorm with a gain: `y = x g / rms(x)` row by row, `x` `[N, d]`, `g` `[d]`, in tasks
 /// of rows on libgomp's threads (`omp.rs`).
 pub fn rms_norm_forward(x: &[f32], g: &[f32], y: &mut [f32]) {
@@ -165,38 +72,6 @@ fn normalise_row(x: &[f32], g: &[f32], y: &mut [f32]) {
     for ((y, x), g) in y.iter_mut().zip(x).zip(g) {
         *y = x * u * g;
     }
-}
-
-/// [`rms_norm_forward`] in place, on the calling thread: `x` `[N, d]` becomes
-/// `x g / rms(x)`.
-pub fn rms_norm_in_place(x: &mut [f32], g: &[f32]) {
-    let d = g.len();
-    for x in x.chunks_exact_mut(d) {
-        let u = inv_rms(x, true);
-        for (x, g) in x.iter_mut().zip(g) {
-            *x = *x * u * g;
-        }
-    }
-}
-
-/// A residual add and the next layer's PreNorm in one pass: `s = x + y` and `s g / rms(s)`
-/// row by row (`[N, d]`, `g` `[d]`), the floats of the add and of [`rms_norm_forward`], in
-/// tasks of rows on libgomp's threads.
-pub fn add_rms_norm_forward(x: &[f32], y: &[f32], g: &[f32], sum: &mut [f32], normed: &mut [f32]) {
-    let chunk = g.len() * ROWS_PER_TASK;
-    let inputs = x.chunks(chunk).zip(y.chunks(chunk));
-    let outputs = sum.chunks_mut(chunk).zip(normed.chunks_mut(chunk));
-    let tasks: Vec<_> = inputs.zip(outputs).collect();
-    let d = g.len();
-    for_each_task(tasks, &|_, ((x, y), (s, h))| {
-        let rows = x.chunks_exact(d).zip(y.chunks_exact(d));
-        for ((x, y), (s, h)) in rows.zip(s.chunks_exact_mut(d).zip(h.chunks_exact_mut(d))) {
-            for ((s, x), y) in s.iter_mut().zip(x).zip(y) {
-                *s = x + y;
-            }
-            normalise_row(s, g, h);
-        }
-    });
 }
 
 /// The gradients of [`rms_norm_forward`] given `dy`: writes `dx` and returns `dg`. With

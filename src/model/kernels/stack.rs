@@ -36,7 +36,7 @@ use burn::tensor::{FloatDType, Shape, Tensor};
 
 use super::KernelOps;
 use super::composed::first_dim;
-use super::mix::{depth_mix_into, depth_mix_normed_into};
+use super::mix::depth_mix_into;
 
 pub use super::stack_grad::{GradMode, StackGrad};
 
@@ -66,14 +66,6 @@ impl SourceStack {
         self.stacked = push(self.stacked.clone(), v, self.capacity, &self.grad);
     }
 
-    /// Memory `[N, d]` that the next source may be written into where the backend offers
-    /// it (`KernelOps::stack_slot`: libtorch on the CPU in f32), so that its [`Self::push`]
-    /// copies nothing. Nothing else may write there before that push.
-    pub fn next_slot(&self) -> Option<Tensor<2>> {
-        <Dispatch as KernelOps>::stack_slot(self.stacked.clone().into_dispatch())
-            .map(Tensor::from_dispatch)
-    }
-
     /// One mixing step over the completed sources and the block's partial sum, if any
     /// (`kernels::mix::depth_mix`): `[N, d]`.
     pub fn mix(&self, partial: Option<Tensor<2>>, q: Tensor<1>, key_norm: bool) -> Tensor<2> {
@@ -82,28 +74,6 @@ impl SourceStack {
             partial,
             q,
             key_norm,
-            self.grad.clone(),
-        )
-    }
-
-    /// [`Self::mix`] through the PreNorm (gain `gain` `[d]`) of the layer that reads it
-    /// (`kernels::mix::depth_mix_normed`; with `key_gain`, the query is `q key_gain`):
-    /// `[N, d]`.
-    pub fn mix_normed(
-        &self,
-        partial: Option<Tensor<2>>,
-        q: Tensor<1>,
-        key_gain: Option<Tensor<1>>,
-        key_norm: bool,
-        gain: Tensor<1>,
-    ) -> Tensor<2> {
-        depth_mix_normed_into(
-            self.stacked.clone(),
-            partial,
-            q,
-            key_gain,
-            key_norm,
-            gain,
             self.grad.clone(),
         )
     }
@@ -146,31 +116,15 @@ pub(super) mod tch_kernel {
             .ok()
     }
 
-    /// The slot after `stacked`'s, `[N, d]`, in f32 on the CPU where the buffer has one (the
-    /// memory that [`push`] would copy the next source into).
-    pub fn next_slot(stacked: &T) -> Option<T> {
-        let tensor = &stacked.tensor;
-        if tensor.device() != tch::Device::Cpu || tensor.kind() != tch::Kind::Float {
-            return None;
-        }
-        let k = tensor.size()[0];
-        let slot = grown(stacked)?.select(0, k); // [K + 1, N, d] -> [N, d]
-        Some(TchTensor::partial(slot, stacked.storage.clone()))
-    }
-
     /// Grows `stacked` `[K, N, d]` by `v` over the same buffer when the buffer has a slot
-    /// after it, copying `v` there unless it is that slot already ([`next_slot`]);
-    /// otherwise copies both into a new buffer with room for `capacity` sources.
+    /// after it, copying `v` there; otherwise copies both into a new buffer with room for
+    /// `capacity` sources.
     pub fn push(stacked: T, v: T, capacity: usize) -> T {
         let size = stacked.tensor.size();
         let (k, n, d) = (size[0], size[1], size[2]);
         let v_row = v.tensor.reshape([1, n, d]); // [N, d] -> [1, N, d]
         if let Some(grown) = grown(&stacked) {
-            let mut slot = grown.narrow(0, k, 1);
-            let in_place = v.tensor.data_ptr() == slot.data_ptr() && v.tensor.stride() == [d, 1];
-            if !in_place {
-                slot.copy_(&v_row);
-            }
+            grown.narrow(0, k, 1).copy_(&v_row);
             return TchTensor::partial(grown, stacked.storage.clone());
         }
         let slots = (capacity as i64).max(k + 1);

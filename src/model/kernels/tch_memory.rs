@@ -1,32 +1,9 @@
 //! Raw access to libtorch's CPU memory for the row kernels: f32 slices of contiguous tensors
-//! and of row views, and fresh output tensors to write into.
+//! and of stacks of sources, and fresh output tensors to write into.
 
 /// Whether the row kernels (and libtorch's CPU flash attention) take `t`: f32 on the CPU.
 pub fn cpu_f32(t: &tch::Tensor) -> bool {
     t.device() == tch::Device::Cpu && t.kind() == tch::Kind::Float
-}
-
-/// A CPU f32 view whose rows (dimension `row_dim`) are `d` contiguous floats: its data
-/// from the view's first element, and the distance between rows.
-pub fn rows_of(t: &tch::Tensor, row_dim: usize) -> Option<(&[f32], usize)> {
-    let size = t.size();
-    let stride = t.stride();
-    let last = size.len() - 1;
-    let fits = cpu_f32(t)
-        && (size[last] == 1 || stride[last] == 1)
-        && size
-            .iter()
-            .enumerate()
-            .all(|(i, &n)| i == row_dim || i == last || n == 1);
-    if !fits {
-        return None;
-    }
-    let (n, row) = (size[row_dim] as usize, stride[row_dim] as usize);
-    let len = (n.max(1) - 1) * row + size[last] as usize;
-    // SAFETY: the view's elements lie within `len` floats of its first one (checked
-    // shape and strides above), and the tensor outlives the borrow.
-    let data = unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, len) };
-    Some((data, row))
 }
 
 /// A CPU f32 `[K, N, d]` whose `N d` floats of each slot `k` are contiguous, its slots

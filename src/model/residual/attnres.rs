@@ -11,7 +11,7 @@ use burn::tensor::activation::{sigmoid, softmax};
 use super::{Sublayers, Trace};
 use crate::model::config::{AttnResConfig, Mixing, ModelConfig, Normalize, QueryKind};
 use crate::model::init::Init;
-use crate::model::kernels::onto::linear;
+use crate::model::kernels::linear::linear;
 use crate::model::norm::{RmsNorm, rms_normalize};
 use crate::model::sources::attnres_source_counts;
 

@@ -12,7 +12,7 @@ use burn::tensor::Tensor;
 use super::streams::{self, StreamWeights};
 use super::{Sublayers, Trace};
 use crate::model::init::Init;
-use crate::model::kernels::onto::linear;
+use crate::model::kernels::linear::linear;
 use crate::model::norm::RmsNorm;
 
 /// The `s_alpha` and `s_beta` scales of the dynamic terms at init (ours; the paper's code

@@ -28,36 +28,12 @@ use burn::tensor::{Tensor, TensorReadError};
 
 use super::config::ModelConfig;
 use super::init::Init;
-use super::kernels::onto::Dest;
-use super::norm::{RmsNorm, mean_rms};
+use super::norm::mean_rms;
 
 /// The Transformer's sublayers as the residual wiring sees them.
 pub trait Sublayers {
     /// `y_l = f_l(x_l)` for sublayer `l` (even: attention, odd: MLP), `[B, T, d]`.
     fn apply(&self, layer: usize, x: Tensor<3>) -> Tensor<3>;
-
-    /// The RMSNorm that `f_l` begins with (its PreNorm), if it has one: a wiring may then
-    /// hand [`Self::apply_normed`] its input through that norm, computed as it likes.
-    fn norm(&self, _layer: usize) -> Option<&RmsNorm> {
-        None
-    }
-
-    /// `f_l` after its [`Self::norm`]: `apply(l, x) = apply_normed(l, norm(l)(x))`. Without
-    /// a norm, `apply` itself.
-    fn apply_normed(&self, layer: usize, normed: Tensor<3>) -> Tensor<3> {
-        self.apply(layer, normed)
-    }
-
-    /// `to.onto + apply_normed(l, normed)` (without the sum where `to.onto` is `None`),
-    /// formed as the sublayers like: the Transformer's adds it in its output projection,
-    /// which also writes the result into `to.into` where the backend can (`kernels::onto`).
-    fn apply_normed_to(&self, layer: usize, normed: Tensor<3>, to: Dest) -> Tensor<3> {
-        let y = self.apply_normed(layer, normed);
-        match to.onto {
-            Some(onto) => onto + y,
-            None => y,
-        }
-    }
 }
 
 // One per model, so the size of its largest variant (mHC-lite's constant tensor) costs nothing.

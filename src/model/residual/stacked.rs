@@ -4,9 +4,7 @@
 //! one source as each block completes, and every mixing step is one fused operation
 //! (`kernels::mix`) over that stack and the block's partial sum, which computes the naive
 //! path's softmax in one pass over the sources instead of a dozen tensor operations,
-//! without copying the partial sum in. A layer's mix goes through the layer's PreNorm in
-//! the same operation (`kernels::mix::depth_mix_normed`), which in inference on the CPU
-//! never writes the mix itself out to memory.
+//! without copying the partial sum in.
 //!
 //! It reads a block's completed sources once per layer where the two-phase path
 //! (`two_phase.rs`) reads them once per block, but needs neither the phase-1 tensors nor
@@ -18,8 +16,7 @@ use burn::tensor::Tensor;
 
 use super::Sublayers;
 use super::attnres::AttnRes;
-use super::two_phase::{effective_query, query_parts};
-use crate::model::kernels::onto::Dest;
+use super::two_phase::effective_query;
 use crate::model::kernels::stack::{GradMode, SourceStack};
 
 impl AttnRes {
@@ -36,33 +33,14 @@ impl AttnRes {
         let n_layers = self.n_layers();
         let key_norm = self.mixes[0].uses_key_norm();
         let q = |l: usize| effective_query(&self.mixes[l]);
-        // Layer `l` on its mix, added onto the block's partial sum: where the layer begins
-        // with a PreNorm, the mix goes straight through it in one operation
-        // (`kernels::mix::depth_mix_normed`, which also forms the pseudo-query's product with
-        // the key norm's gain), and the sum is formed by the layer's output projection
-        // (`kernels::onto`).
-        // The layer that completes a block (`last`) writes its result straight into the
-        // stack's next slot where the backend offers one, for its push to find there.
-        let layer = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize, last: bool| {
-            let onto = partial.clone().map(|p| p.reshape([b, t, d])); // [BT, d] -> [B, T, d]
-            let y = match layers.norm(l) {
-                Some(norm) => {
-                    let (w, key_gain) = query_parts(&self.mixes[l]);
-                    let x = sources.mix_normed(partial, w, key_gain, key_norm, norm.gain.val());
-                    let x = x.reshape([b, t, d]); // [BT, d] -> [B, T, d]
-                    let into = if last { sources.next_slot() } else { None };
-                    layers.apply_normed_to(l, x, Dest { onto, into })
-                }
-                None => {
-                    let x = sources.mix(partial, q(l), key_norm).reshape([b, t, d]);
-                    let y = layers.apply(l, x);
-                    match onto {
-                        Some(p) => p + y,
-                        None => y,
-                    }
-                }
-            };
-            y.reshape([b * t, d]) // [BT, d]
+        // Layer `l` on its mix, added onto the block's partial sum.
+        let layer = |sources: &SourceStack, partial: Option<Tensor<2>>, l: usize| {
+            let x = sources.mix(partial.clone(), q(l), key_norm); // [BT, d]
+            let y = layers.apply(l, x.reshape([b, t, d])).reshape([b * t, d]); // [BT, d]
+            match partial {
+                Some(p) => p + y,
+                None => y,
+            }
         };
         // The embedding and every block's output.
         let completed = 1 + self.block_starts.len();
@@ -79,7 +57,7 @@ impl AttnRes {
             let end = self.block_starts.get(k + 1).copied().unwrap_or(n_layers);
             let mut partial: Option<Tensor<2>> = None;
             for l in start..end {
-                partial = Some(layer(&sources, partial, l, l + 1 == end));
+                partial = Some(layer(&sources, partial, l));
             }
             if let Some(p) = partial {
                 sources.push(p); // [K + 1, BT, d]

@@ -8,7 +8,7 @@
 //! for all of the block's queries at once, the softmax over the completed sources and its
 //! weighted sum (one batched matmul over the block's stacked sources); phase 2 walks the
 //! block's layers and merges in the single partial-sum source with the online-softmax
-//! update (one fused operation, `kernels::merge`, for the softmax form). Only the static
+//! update ([`block_merge`] for the softmax form). Only the static
 //! pseudo-query scorer without a window can be batched this way; other ablations, and traced
 //! forwards (which report every step's weights), take the naive path of `attnres.rs`, which
 //! the tests hold this path to.
@@ -18,7 +18,6 @@ use burn::tensor::activation::sigmoid;
 
 use super::Sublayers;
 use super::attnres::{AttnRes, DepthMix, Scorer};
-use crate::model::kernels::merge::block_merge;
 use crate::model::norm::RMS_EPS;
 
 /// A completed source as the batched path keeps it.
@@ -202,21 +201,42 @@ impl<'a> Mixing<'a> {
     }
 }
 
-/// `w ⊙ g`: the key norm's gain folded into the query, so that all queries can share one
-/// normalised key per source.
+/// `w ⊙ g`: the pseudo-query `w` with its key norm's gain `g` (where it has a key norm)
+/// folded in, so that all queries can share one normalised key per source.
 pub(super) fn effective_query(mix: &DepthMix) -> Tensor<1> {
-    match query_parts(mix) {
-        (w, Some(g)) => w * g,
-        (w, None) => w,
+    let Scorer::PseudoQuery(s) = &mix.scorer else {
+        // supports_two_phase() admits only pseudo-queries.
+        unreachable!("two-phase path called on a scorer it does not support")
+    };
+    match &s.key_norm {
+        Some(norm) => s.query.val() * norm.gain.val(),
+        None => s.query.val(),
     }
 }
 
-/// The pseudo-query `w` and its key norm's gain `g` (none without the key norm), for a
-/// kernel that forms `w ⊙ g` itself (`kernels::mix::depth_mix_normed`).
-pub(super) fn query_parts(mix: &DepthMix) -> (Tensor<1>, Option<Tensor<1>>) {
-    match &mix.scorer {
-        Scorer::PseudoQuery(s) => (s.query.val(), s.key_norm.as_ref().map(|n| n.gain.val())),
-        // supports_two_phase() admits only pseudo-queries.
-        _ => unreachable!("two-phase path called on a scorer it does not support"),
-    }
+/// `x = o1 + sigmoid(z - lse) (p - o1)` with `z = p.q / rms(p)` (`p.q` without the key
+/// norm), per head: the partial sum `p` `[N, d]`, the phase-1 result `o1` `[H, N, 1, dh]`
+/// and its log-sum-exp `lse` `[H, N, 1, 1]`, the step's effective query `q` `[d]` ->
+/// `x` `[N, d]`, token-major.
+fn block_merge(
+    p: Tensor<2>,
+    o1: Tensor<4>,
+    q: Tensor<1>,
+    lse: Tensor<4>,
+    key_norm: bool,
+) -> Tensor<2> {
+    let [n, d] = p.dims();
+    let [h, _, _, dh] = o1.dims();
+    let p3 = p.clone().reshape([n, h, dh]);
+    let o1 = o1.reshape([h, n, dh]).swap_dims(0, 1); // [N, H, dh]
+    let s = (p3.clone() * q.reshape([1, h, dh])).sum_dim(2); // [N, H, 1]
+    let z = if key_norm {
+        let u = (p.square().mean_dim(1) + RMS_EPS).sqrt().recip(); // [N, 1]
+        s * u.reshape([n, 1, 1])
+    } else {
+        s
+    };
+    let lse = lse.reshape([h, n, 1]).swap_dims(0, 1); // [N, H, 1]
+    let beta = sigmoid(z - lse);
+    (o1.clone() + (p3 - o1) * beta).reshape([n, d])
 }

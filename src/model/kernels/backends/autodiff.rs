@@ -13,7 +13,7 @@ use super::super::adamw::AdamWStep;
 use super::super::at_push::{StepRecord, unbox};
 use super::super::stack::StackGrad;
 use super::super::{
-    KernelOps, attention, merge, mix, norm, onto, rotary, sinkhorn, stack, streams, swiglu,
+    KernelOps, attention, linear, mix, norm, rotary, sinkhorn, stack, streams, swiglu,
 };
 
 impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C> {
@@ -43,40 +43,6 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         )
     }
 
-    fn block_merge(
-        p: FloatTensor<Self>,
-        o1: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        lse: FloatTensor<Self>,
-        key_norm: bool,
-    ) -> FloatTensor<Self> {
-        merge::autodiff_forward::<B, C>(p, o1, q, lse, key_norm)
-    }
-
-    /// Not differentiable itself, as above.
-    fn block_merge_backward(
-        grad: FloatTensor<Self>,
-        p: FloatTensor<Self>,
-        o1: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        lse: FloatTensor<Self>,
-        key_norm: bool,
-    ) -> (
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-    ) {
-        let [grad, p, o1, q, lse] = [grad, p, o1, q, lse].map(|t| t.into_primitive());
-        let (dp, do1, dq, dlse) = B::block_merge_backward(grad, p, o1, q, lse, key_norm);
-        (
-            Self::from_inner(dp),
-            Self::from_inner(do1),
-            Self::from_inner(dq),
-            Self::from_inner(dlse),
-        )
-    }
-
     fn depth_mix(
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
@@ -85,19 +51,6 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         acc: StackGrad,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         mix::autodiff_forward::<B, C>(stacked, partial, q, key_norm, acc)
-    }
-
-    /// The two operations: the norm's backward reads `x`.
-    fn depth_mix_normed(
-        stacked: FloatTensor<Self>,
-        partial: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        key_gain: FloatTensor<Self>,
-        key_norm: bool,
-        gain: FloatTensor<Self>,
-        acc: StackGrad,
-    ) -> FloatTensor<Self> {
-        mix::mix_then_norm::<Self>(stacked, partial, q, key_gain, key_norm, gain, acc)
     }
 
     /// Not differentiable itself, as above.
@@ -282,48 +235,8 @@ impl<B: Backend + KernelOps, C: CheckpointStrategy> KernelOps for Autodiff<B, C>
         norm::autodiff_forward::<B, C>(x, g)
     }
 
-    /// The two operations: the norm's backward reads the sum.
-    fn add_rms_norm(
-        x: FloatTensor<Self>,
-        y: FloatTensor<Self>,
-        g: FloatTensor<Self>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        norm::add_then_norm::<Self>(x, y, g)
-    }
-
-    fn matmul_onto(
-        c: FloatTensor<Self>,
-        x: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        onto::autodiff_forward::<B, C>(c, x, w, None)
-    }
-
-    fn matmul_onto_into(
-        c: FloatTensor<Self>,
-        x: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        into: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        onto::autodiff_forward::<B, C>(c, x, w, Some(into))
-    }
-
     fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, _flat: bool) -> FloatTensor<Self> {
-        onto::autodiff_linear::<B, C>(h, w, None)
-    }
-
-    fn tokens_matmul_into(
-        h: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        into: FloatTensor<Self>,
-        _flat: bool,
-    ) -> FloatTensor<Self> {
-        onto::autodiff_linear::<B, C>(h, w, Some(into))
-    }
-
-    /// The inner backend's slot, as a constant: memory to write in, not part of the graph.
-    fn stack_slot(stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
-        B::stack_slot(stacked.into_primitive()).map(Self::from_inner)
+        linear::autodiff_linear::<B, C>(h, w)
     }
 
     fn rms_norm_backward(

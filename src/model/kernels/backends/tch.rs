@@ -8,7 +8,7 @@ use burn::backend::tensor::FloatTensor;
 use super::super::adamw::AdamWStep;
 use super::super::stack::StackGrad;
 use super::super::{
-    KernelOps, at_push, attention, merge, mix, norm, onto, rotary, sinkhorn, stack, streams, swiglu,
+    KernelOps, at_push, attention, linear, mix, norm, rotary, sinkhorn, stack, streams, swiglu,
 };
 
 #[cfg(feature = "tch")]
@@ -32,33 +32,6 @@ impl KernelOps for burn::backend::LibTorch {
         attention::tch_kernels::backward(grad, q, k, v, out, lse)
     }
 
-    fn block_merge(
-        p: FloatTensor<Self>,
-        o1: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        lse: FloatTensor<Self>,
-        key_norm: bool,
-    ) -> FloatTensor<Self> {
-        merge::tch_kernel::forward(p, o1, q, lse, key_norm)
-    }
-
-    fn block_merge_backward(
-        grad: FloatTensor<Self>,
-        p: FloatTensor<Self>,
-        o1: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        lse: FloatTensor<Self>,
-        key_norm: bool,
-    ) -> (
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-    ) {
-        let [dp, do1, dq, dlse] = merge::tch_kernel::backward(grad, p, o1, q, lse, key_norm);
-        (dp, do1, dq, dlse)
-    }
-
     fn depth_mix(
         stacked: FloatTensor<Self>,
         partial: FloatTensor<Self>,
@@ -67,18 +40,6 @@ impl KernelOps for burn::backend::LibTorch {
         _acc: StackGrad,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         mix::tch_kernel::forward(stacked, partial, q, key_norm)
-    }
-
-    fn depth_mix_normed(
-        stacked: FloatTensor<Self>,
-        partial: FloatTensor<Self>,
-        q: FloatTensor<Self>,
-        key_gain: FloatTensor<Self>,
-        key_norm: bool,
-        gain: FloatTensor<Self>,
-        _acc: StackGrad,
-    ) -> FloatTensor<Self> {
-        mix::tch_kernel::forward_normed(stacked, partial, q, key_gain, key_norm, gain)
     }
 
     fn depth_mix_backward(
@@ -208,46 +169,8 @@ impl KernelOps for burn::backend::LibTorch {
         norm::tch_kernel::forward(x, g)
     }
 
-    fn add_rms_norm(
-        x: FloatTensor<Self>,
-        y: FloatTensor<Self>,
-        g: FloatTensor<Self>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        norm::tch_kernel::add_forward(x, y, g)
-    }
-
-    fn matmul_onto(
-        c: FloatTensor<Self>,
-        x: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        onto::tch_kernel::forward(c, x, w, None)
-    }
-
-    fn matmul_onto_into(
-        c: FloatTensor<Self>,
-        x: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        into: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        onto::tch_kernel::forward(c, x, w, Some(into))
-    }
-
     fn tokens_matmul(h: FloatTensor<Self>, w: FloatTensor<Self>, flat: bool) -> FloatTensor<Self> {
-        onto::tch_kernel::linear(h, w, None, flat)
-    }
-
-    fn tokens_matmul_into(
-        h: FloatTensor<Self>,
-        w: FloatTensor<Self>,
-        into: FloatTensor<Self>,
-        flat: bool,
-    ) -> FloatTensor<Self> {
-        onto::tch_kernel::linear(h, w, Some(into), flat)
-    }
-
-    fn stack_slot(stacked: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
-        stack::tch_kernel::next_slot(&stacked)
+        linear::tch_kernel::linear(h, w, flat)
     }
 
     fn rms_norm_backward(

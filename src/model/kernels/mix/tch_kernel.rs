@@ -1,8 +1,6 @@
-//! One mixing step on libtorch: the row kernels (`mix_rows`) for f32 on the CPU, through the
-//! layer's PreNorm where asked, and `mix_tch`'s few libtorch operations or the composed form
-//! for the tensors they do not take; with each one's backward.
-
-use std::borrow::Cow;
+//! One mixing step on libtorch: the row kernels (`mix_rows`) for f32 on the CPU, and
+//! `mix_tch`'s few libtorch operations or the composed form for the tensors they do not
+//! take; with each one's backward.
 
 use burn::backend::LibTorch;
 use burn::backend::libtorch::TchTensor;
@@ -51,56 +49,12 @@ pub(in crate::model::kernels) fn slotted(t: &tch::Tensor) -> tch::Tensor {
 pub fn forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
     let q_c = q.tensor.contiguous();
     floats(&q_c)
-        .and_then(|qs| rows_forward(&stacked, &partial, qs, key_norm, None))
+        .and_then(|qs| rows_forward(&stacked, &partial, qs, key_norm))
         .unwrap_or_else(|| other_forward(stacked, partial, q, key_norm))
 }
 
-/// `x g / rms(x)` of [`forward`]'s `x` for the query `q key_gain` (`q` where `key_gain`
-/// has no entries), normalised by the row kernels' tasks where they apply; else the
-/// query's product, the mix and the norm as operations of their own.
-pub fn forward_normed(stacked: T, partial: T, q: T, key_gain: T, key_norm: bool, gain: T) -> T {
-    match rows_forward_normed(&stacked, &partial, &q, &key_gain, key_norm, &gain) {
-        Some(y) => y,
-        None => {
-            let none = super::StackGrad::none();
-            super::mix_then_norm::<LibTorch>(stacked, partial, q, key_gain, key_norm, gain, none)
-        }
-    }
-}
-
-/// [`forward_normed`] by the row kernels, the query's product formed here: one
-/// correctly rounded multiplication per entry, as libtorch's; `None` where they do not
-/// take these tensors.
-fn rows_forward_normed(
-    stacked: &T,
-    partial: &T,
-    q: &T,
-    key_gain: &T,
-    key_norm: bool,
-    gain: &T,
-) -> Option<T> {
-    let (g, q) = (gain.tensor.contiguous(), q.tensor.contiguous());
-    let (gs, qs) = (floats(&g)?, floats(&q)?);
-    let k = (key_gain.tensor.numel() > 0).then(|| key_gain.tensor.contiguous());
-    let query: Cow<[f32]> = match &k {
-        Some(k) => {
-            let ks = floats(k).filter(|ks| ks.len() == qs.len())?;
-            Cow::Owned(qs.iter().zip(ks).map(|(q, k)| q * k).collect())
-        }
-        None => Cow::Borrowed(qs),
-    };
-    rows_forward(stacked, partial, &query, key_norm, Some(gs)).map(|(y, _)| y)
-}
-
-/// The row kernels' forward (`norm_gain`: see `mix_rows::mix_forward`), or `None` where
-/// they do not take these tensors.
-fn rows_forward(
-    stacked: &T,
-    partial: &T,
-    qs: &[f32],
-    key_norm: bool,
-    norm_gain: Option<&[f32]>,
-) -> Option<(T, T)> {
+/// The row kernels' forward, or `None` where they do not take these tensors.
+fn rows_forward(stacked: &T, partial: &T, qs: &[f32], key_norm: bool) -> Option<(T, T)> {
     if !cpu_f32(&stacked.tensor) {
         return None;
     }
@@ -110,7 +64,7 @@ fn rows_forward(
     let mut x = empty(&[n, src.d as i64]);
     let mut saved = empty(&[n, sources, SAVED as i64]);
     let (xs, ss) = (slice_mut(&mut x), slice_mut(&mut saved));
-    mix_rows::mix_forward(src, qs, key_norm, norm_gain, xs, ss);
+    mix_rows::mix_forward(src, qs, key_norm, xs, ss);
     Some((TchTensor::new(x), TchTensor::new(saved)))
 }
 
