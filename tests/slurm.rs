@@ -5,76 +5,14 @@
 //! two submissions of one sweep never train a run twice. If Slurm cannot start, this fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_attnres");
+#[path = "common/slurm_cluster.rs"]
+mod slurm_cluster;
 
-/// A cluster for this test; stopped (by the pids its start recorded) when dropped.
-struct Cluster {
-    dir: PathBuf,
-}
-
-impl Cluster {
-    fn start(dir: &Path) -> Self {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-slurm.sh");
-        let out = Command::new(&script)
-            .arg("start")
-            .arg(dir)
-            .output()
-            .expect("running scripts/setup-slurm.sh");
-        let cluster = Self {
-            dir: dir.to_path_buf(),
-        };
-        assert!(
-            out.status.success(),
-            "Slurm could not be started here, so the Slurm executor is untested:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        cluster
-    }
-
-    fn conf(&self) -> PathBuf {
-        self.dir.join("slurm.conf")
-    }
-
-    fn cmd(&self, program: &str) -> Command {
-        let mut c = Command::new(program);
-        c.env("SLURM_CONF", self.conf());
-        c
-    }
-
-    fn run(&self, program: &str, args: &[&str]) -> Output {
-        let out = self.cmd(program).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{program} {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    fn attnres(&self, args: &[&str]) -> String {
-        String::from_utf8_lossy(&self.run(BIN, args).stdout).into_owned()
-    }
-
-    /// `attnres run SWEEP --executor slurm --results RESULTS`; returns its output.
-    fn submit(&self, sweep: &Path, results: &Path) -> String {
-        let (sweep, results) = (sweep.to_str().unwrap(), results.to_str().unwrap());
-        self.attnres(&["run", sweep, "--executor", "slurm", "--results", results])
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-slurm.sh");
-        let _ = Command::new(script).arg("stop").arg(&self.dir).status();
-    }
-}
+use slurm_cluster::{BIN, Cluster, wait_queue_empty};
 
 /// Run folders of sweep `name` under `results`.
 fn run_dirs(results: &Path, name: &str) -> Vec<PathBuf> {
@@ -400,23 +338,4 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         &s(&r("dry")),
     ]);
     assert_eq!(dry.matches("(not written: --dry-run)").count(), 2, "{dry}");
-}
-
-/// Waits until `squeue` lists no task.
-fn wait_queue_empty(cluster: &Cluster) {
-    let start = Instant::now();
-    while !cluster
-        .cmd("squeue")
-        .arg("-h")
-        .output()
-        .unwrap()
-        .stdout
-        .is_empty()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "tasks still queued"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }

@@ -13,7 +13,7 @@ use super::degenerate::degenerate;
 use super::design::Design;
 pub use super::design::RunPoint;
 pub use super::fit::multiplier_at;
-use super::fit::{EMode, Law, fit, fit_with};
+use super::fit::{ArmPoints, EMode, Law, fit, fit_with};
 use super::paired::{PairedTable, paired_table};
 use super::stats::{LEVEL, ext_f64, normal_quantile, percentile, t_quantile};
 use super::validation::{HoldOut, hold_out_largest};
@@ -240,6 +240,48 @@ fn resample(
         .collect()
 }
 
+/// Refuses an arm with fewer than two sizes: a scaling fit needs two.
+fn check_sizes(arms: &[String], data: &[ArmPoints]) -> Result<(), String> {
+    for (arm, pts) in arms.iter().zip(data) {
+        if pts.compute.len() < 2 {
+            return Err(format!(
+                "arm `{arm}` has {} size(s); a scaling fit needs at least two",
+                pts.compute.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `n` computes evenly spaced in log from `lo` to `hi`.
+fn log_grid(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let steps = n.max(2) - 1;
+    (0..n)
+        .map(|i| (lo.ln() + (hi.ln() - lo.ln()) * i as f64 / steps as f64).exp())
+        .collect()
+}
+
+/// How the intervals resample, and (resampling seeds) each arm's linearised interval at
+/// `c_max`, whose smallest degrees of freedom the seed scheme then takes.
+fn resampling_scheme(
+    design: &Design,
+    laws: &[Law],
+    e_mode: EMode,
+    c_max: f64,
+) -> (Resampling, Vec<Option<Linearised>>) {
+    let mut scheme = Resampling::choose(design, e_mode);
+    let linearised = match scheme {
+        Resampling::Seeds { .. } => linearise(design, laws, e_mode, c_max),
+        _ => Vec::new(),
+    };
+    if let Resampling::Seeds { effective_dof, .. } = &mut scheme
+        && let Some(dof) = linearised.iter().flatten().map(|l| l.dof).reduce(f64::min)
+    {
+        *effective_dof = dof;
+    }
+    (scheme, linearised)
+}
+
 pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, String> {
     if !points.iter().any(|p| p.arm == opts.baseline) {
         return Err(format!(
@@ -249,31 +291,12 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, Stri
     }
     let design = Design::new(points, &opts.baseline);
     let data = design.arm_points();
-    for (arm, pts) in design.arms.iter().zip(&data) {
-        if pts.compute.len() < 2 {
-            return Err(format!(
-                "arm `{arm}` has {} size(s); a scaling fit needs at least two",
-                pts.compute.len()
-            ));
-        }
-    }
+    check_sizes(&design.arms, &data)?;
     let full = fit(&data, opts.e_mode).ok_or("the scaling fit did not converge")?;
     let c_max = design.largest_compute();
     let c_min = design.smallest_compute();
-    let steps = opts.curve_points.max(2) - 1;
-    let grid: Vec<f64> = (0..opts.curve_points)
-        .map(|i| (c_min.ln() + (c_max.ln() - c_min.ln()) * i as f64 / steps as f64).exp())
-        .collect();
-    let mut scheme = Resampling::choose(&design, opts.e_mode);
-    let linearised = match scheme {
-        Resampling::Seeds { .. } => linearise(&design, &full.laws, opts.e_mode, c_max),
-        _ => Vec::new(),
-    };
-    if let Resampling::Seeds { effective_dof, .. } = &mut scheme
-        && let Some(dof) = linearised.iter().flatten().map(|l| l.dof).reduce(f64::min)
-    {
-        *effective_dof = dof;
-    }
+    let grid = log_grid(c_min, c_max, opts.curve_points);
+    let (scheme, linearised) = resampling_scheme(&design, &full.laws, opts.e_mode, c_max);
     let available = !matches!(scheme, Resampling::Unavailable { .. });
     let samples = if available {
         resample(&design, &scheme, &full.laws, opts, c_max, &grid)

@@ -105,23 +105,10 @@ pub fn probe_views(runs: &[LoadedRun], reference: &str) -> Vec<ProbeView> {
                     let points = by_difficulty
                         .iter()
                         .map(|(&difficulty, seeds)| {
-                            let values: Vec<f64> = seeds.values().copied().collect();
-                            let vs_reference = (arm != reference)
+                            let base = (arm != reference)
                                 .then(|| reference_cells.and_then(|c| c.get(&difficulty)))
-                                .flatten()
-                                .map(|base| {
-                                    seeds
-                                        .iter()
-                                        .filter_map(|(s, v)| base.get(s).map(|b| v - b))
-                                        .collect::<Vec<f64>>()
-                                })
-                                .filter(|d| !d.is_empty())
-                                .map(|d| PairedTest::of(&d));
-                            ProbePoint {
-                                difficulty,
-                                accuracy: SeedMean::of(&values),
-                                vs_reference,
-                            }
+                                .flatten();
+                            probe_point(difficulty, seeds, base)
                         })
                         .collect();
                     Some((arm.clone(), points))
@@ -135,4 +122,28 @@ pub fn probe_views(runs: &[LoadedRun], reference: &str) -> Vec<ProbeView> {
             }
         })
         .collect()
+}
+
+/// One arm's accuracy at one difficulty over its seeds, and its paired difference to the
+/// reference arm's (`base`, by seed) on the seeds both have.
+fn probe_point(
+    difficulty: usize,
+    seeds: &BTreeMap<u64, f64>,
+    base: Option<&BTreeMap<u64, f64>>,
+) -> ProbePoint {
+    let values: Vec<f64> = seeds.values().copied().collect();
+    let vs_reference = base
+        .map(|base| {
+            seeds
+                .iter()
+                .filter_map(|(s, v)| base.get(s).map(|b| v - b))
+                .collect::<Vec<f64>>()
+        })
+        .filter(|d| !d.is_empty())
+        .map(|d| PairedTest::of(&d));
+    ProbePoint {
+        difficulty,
+        accuracy: SeedMean::of(&values),
+        vs_reference,
+    }
 }

@@ -179,29 +179,7 @@ pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile
         .filter(|r| r.planned.size == size)
         .cloned()
         .collect();
-    let layers = layers_frame(&at_size)?;
-    // Each run's rows at its last probed step, labelled with the run's arm.
-    let (ids, steps) = (strs(&layers, "id")?, floats(&layers, "step")?);
-    let mut last_step: std::collections::HashMap<&str, f64> = Default::default();
-    for (id, &step) in ids.iter().zip(&steps) {
-        let last = last_step.entry(id).or_insert(f64::NEG_INFINITY);
-        *last = last.max(step);
-    }
-    let keep: BooleanChunked = ids
-        .iter()
-        .zip(&steps)
-        .map(|(id, &step)| last_step[id.as_str()] == step)
-        .collect();
-    let mut last = layers.filter(&keep)?;
-    let arm_of: std::collections::HashMap<&str, &str> = at_size
-        .iter()
-        .map(|r| (r.planned.id.as_str(), r.planned.arm.as_str()))
-        .collect();
-    let arm_column: Vec<&str> = strs(&last, "id")?
-        .iter()
-        .map(|id| arm_of[id.as_str()])
-        .collect();
-    last.with_column(Column::new("arm".into(), arm_column))?;
+    let last = last_probes(&at_size)?;
     // Each run's own values, for the seed bands.
     let (run_id, run_metric, run_layer, run_value) = (
         strs(&last, "id")?,
@@ -260,6 +238,34 @@ pub fn final_profiles(runs: &[LoadedRun]) -> anyhow::Result<(String, Vec<Profile
         })
         .collect();
     Ok((size, profiles))
+}
+
+/// The runs' per-layer probe rows at each run's last probed step, labelled with the run's
+/// arm (column `arm`).
+fn last_probes(runs: &[LoadedRun]) -> anyhow::Result<DataFrame> {
+    let layers = layers_frame(runs)?;
+    let (ids, steps) = (strs(&layers, "id")?, floats(&layers, "step")?);
+    let mut last_step: std::collections::HashMap<&str, f64> = Default::default();
+    for (id, &step) in ids.iter().zip(&steps) {
+        let last = last_step.entry(id).or_insert(f64::NEG_INFINITY);
+        *last = last.max(step);
+    }
+    let keep: BooleanChunked = ids
+        .iter()
+        .zip(&steps)
+        .map(|(id, &step)| last_step[id.as_str()] == step)
+        .collect();
+    let mut last = layers.filter(&keep)?;
+    let arm_of: std::collections::HashMap<&str, &str> = runs
+        .iter()
+        .map(|r| (r.planned.id.as_str(), r.planned.arm.as_str()))
+        .collect();
+    let arm_column: Vec<&str> = strs(&last, "id")?
+        .iter()
+        .map(|id| arm_of[id.as_str()])
+        .collect();
+    last.with_column(Column::new("arm".into(), arm_column))?;
+    Ok(last)
 }
 
 /// Fig. 6: loss against S at the largest size that has block runs, with baseline and Full.

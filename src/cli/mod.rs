@@ -6,6 +6,7 @@ mod cost;
 mod data;
 mod metrics;
 mod model;
+mod plan;
 mod power;
 mod power_difference;
 mod power_print;
@@ -38,7 +39,7 @@ pub enum Command {
     /// Print parameters, FLOPs per token, depth sources and their memory for model settings.
     Model(model::ModelArgs),
     /// Print every run of a sweep (id, variant, size, params, tokens, FLOPs, time, status).
-    Plan(sweep::PlanArgs),
+    Plan(plan::PlanArgs),
     /// Train every run of a sweep that is not done (resumes partial runs, skips done ones).
     Run(sweep::RunArgs),
     /// Show done / partial / failed / pending runs of a sweep, with their last loss.
@@ -78,7 +79,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Model(args) => model::run(args),
-        Command::Plan(args) => sweep::run_plan(args),
+        Command::Plan(args) => plan::run_plan(args),
         Command::Run(args) => sweep::run_run(args),
         Command::Status(args) => status::run_status(args),
         Command::Fit(args) => analyze::run_fit(args),

@@ -206,6 +206,24 @@ pub fn render_table(configs: &[ModelConfig]) -> String {
         first.vocab_size,
         first.context
     );
+    let rows = quantity_rows(configs);
+    let name_width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let col_width: Vec<usize> = (0..configs.len())
+        .map(|i| rows.iter().map(|(_, v)| v[i].len()).max().unwrap_or(0))
+        .collect();
+    for (name, values) in &rows {
+        out.push_str(&format!("{name:<name_width$}"));
+        for (v, w) in values.iter().zip(&col_width) {
+            out.push_str(&format!("  {v:>w$}"));
+        }
+        out.push('\n');
+    }
+    out.push_str(&source_counts(configs));
+    out
+}
+
+/// The table's rows: a header of arm labels, then one row per quantity.
+fn quantity_rows(configs: &[ModelConfig]) -> Vec<(String, Vec<String>)> {
     let mut rows: Vec<(String, Vec<String>)> =
         vec![("".into(), configs.iter().map(|c| c.arm_label()).collect())];
     let mut row = |name: &str, f: &dyn Fn(&ModelConfig) -> String| {
@@ -264,22 +282,19 @@ pub fn render_table(configs: &[ModelConfig]) -> String {
             thousands(source_bytes_per_token(c))
         )
     });
-    let name_width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    let col_width: Vec<usize> = (0..configs.len())
-        .map(|i| rows.iter().map(|(_, v)| v[i].len()).max().unwrap_or(0))
-        .collect();
-    for (name, values) in &rows {
-        out.push_str(&format!("{name:<name_width$}"));
-        for (v, w) in values.iter().zip(&col_width) {
-            out.push_str(&format!("  {v:>w$}"));
-        }
-        out.push('\n');
-    }
-    out.push_str(&format!(
+    rows
+}
+
+/// Each config's number of depth sources at every mixing step, a line per config.
+fn source_counts(configs: &[ModelConfig]) -> String {
+    let Some(first) = configs.first() else {
+        return String::new();
+    };
+    let mut out = format!(
         "\ndepth sources per mixing step (AttnRes: layers l0..l{}, then the output; \
          DenseFormer: after each block):\n",
         first.n_layers() - 1
-    ));
+    );
     let width = configs
         .iter()
         .map(|c| c.arm_label().len())

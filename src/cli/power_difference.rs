@@ -27,17 +27,8 @@ pub(super) struct Question<'a> {
 }
 
 pub(super) fn run(args: Question, sweep: &Sweep, difference: f64) -> anyhow::Result<()> {
+    check_question(&args, sweep, difference)?;
     let bad = |msg: String| InputError(format!("{}: {msg}", sweep.path.display()));
-    for name in [Some(args.baseline), args.arm].into_iter().flatten() {
-        if !sweep.runs.iter().any(|r| r.arm == name) {
-            anyhow::bail!(bad(format!("no arm `{name}` in the sweep")));
-        }
-    }
-    if !(difference.is_finite() && difference > 0.0) {
-        anyhow::bail!(bad(format!(
-            "--difference {difference}: give a positive number of nats, e.g. 0.02"
-        )));
-    }
     let runs = crate::analysis::load::load_runs(std::slice::from_ref(sweep), args.results)?;
     let design = Design::new(&fit_points(&runs, false), args.baseline);
     let compared: Vec<usize> = (1..design.arms.len())
@@ -105,7 +96,31 @@ pub(super) fn run(args: Question, sweep: &Sweep, difference: f64) -> anyhow::Res
         println!();
         print_table(&["arm", "its own noise", "seeds with it"], rows);
     }
-    // What a seed costs: one run of every arm of the sweep (or of the baseline and --arm).
+    if let Some(n) = seeds {
+        print_cost(&args, sweep, n);
+    }
+    Ok(())
+}
+
+/// Refuses an arm the sweep lacks and a difference that is not a positive number.
+fn check_question(args: &Question, sweep: &Sweep, difference: f64) -> anyhow::Result<()> {
+    let bad = |msg: String| InputError(format!("{}: {msg}", sweep.path.display()));
+    for name in [Some(args.baseline), args.arm].into_iter().flatten() {
+        if !sweep.runs.iter().any(|r| r.arm == name) {
+            anyhow::bail!(bad(format!("no arm `{name}` in the sweep")));
+        }
+    }
+    if !(difference.is_finite() && difference > 0.0) {
+        anyhow::bail!(bad(format!(
+            "--difference {difference}: give a positive number of nats, e.g. 0.02"
+        )));
+    }
+    Ok(())
+}
+
+/// What `n` seeds cost: one run of every arm of the sweep (or of the baseline and --arm)
+/// per seed, in FLOPs and in time at the speed of the finished runs.
+fn print_cost(args: &Question, sweep: &Sweep, n: usize) {
     let per_seed: f64 = sweep
         .runs
         .iter()
@@ -117,13 +132,10 @@ pub(super) fn run(args: Question, sweep: &Sweep, difference: f64) -> anyhow::Res
         .map(|r| flops_exact(&r.spec.model, r.spec.total_tokens()))
         .sum();
     let speed = Speed::of_finished(&sweep.results_dir(args.results));
-    if let Some(n) = seeds {
-        println!(
-            "\ncost of {n} seeds: {:.3e} FLOPs, {} {}",
-            per_seed * n as f64,
-            duration(per_seed * n as f64 / speed.flops_per_s),
-            speed.text()
-        );
-    }
-    Ok(())
+    println!(
+        "\ncost of {n} seeds: {:.3e} FLOPs, {} {}",
+        per_seed * n as f64,
+        duration(per_seed * n as f64 / speed.flops_per_s),
+        speed.text()
+    );
 }

@@ -106,6 +106,19 @@ pub(super) fn print_plan(
     println!(
         "\nper-size test: the report's paired t-test at one size (two-sided, alpha {ALPHA_PER_SIZE}, before Holm), in the arm's favour. It matches the compute multiplier's claim, whose interval rests almost wholly on the largest size."
     );
+    print_per_size(size_rows, &speed);
+    println!(
+        "\npooled test: the mean over the K largest sizes of their paired differences (one-sided, alpha {ALPHA}). Weaker: it passes when the arm is better on average, even if the effect reverses with size."
+    );
+    print_pooled(rows, &speed);
+    println!("\ntime {}; runs count both arms.", speed.text());
+    println!(
+        "the plan assumes the multiplier holds at every size; where it grows with compute (see the report's per-size paired differences), the small sizes add less and more seeds are needed."
+    );
+}
+
+/// The per-size test's table: seeds, power, runs, FLOPs and time at each size.
+fn print_per_size(size_rows: &[SizeRow], speed: &Speed) {
     let table = size_rows
         .iter()
         .map(|r| {
@@ -141,9 +154,10 @@ pub(super) fn print_plan(
         ],
         table,
     );
-    println!(
-        "\npooled test: the mean over the K largest sizes of their paired differences (one-sided, alpha {ALPHA}). Weaker: it passes when the arm is better on average, even if the effect reverses with size."
-    );
+}
+
+/// The pooled test's table: seeds per size over the K largest sizes, for each K.
+fn print_pooled(rows: &[PlanRow], speed: &Speed) {
     let table = rows
         .iter()
         .map(|r| {
@@ -173,9 +187,5 @@ pub(super) fn print_plan(
             "time",
         ],
         table,
-    );
-    println!("\ntime {}; runs count both arms.", speed.text());
-    println!(
-        "the plan assumes the multiplier holds at every size; where it grows with compute (see the report's per-size paired differences), the small sizes add less and more seeds are needed."
     );
 }

@@ -1,36 +1,20 @@
-//! `attnres plan` and `attnres run`: a whole study from one sweep file.
+//! `attnres run`: a whole study from one sweep file (`plan.rs` shows it first).
+
+use std::path::Path;
 
 use clap::Args;
 
-use super::status::task_column;
+use super::InputError;
+use super::plan::{PlanArgs, run_plan};
 use super::sweep_args::{SweepArgs, results_flag};
 use super::train::DeviceArgs;
-use super::{InputError, thousands};
 use crate::backend::BackendKind;
-use crate::fmt::bytes_text;
-use crate::fmt::duration;
-use crate::model::flops::{PFLOPS_DAY, param_counts};
-use crate::runner::eta::{Clock, Source, tokens_done};
-use crate::runner::{Filter, RunOutcome, RunnerOptions, outcome_text, run_sweep, view};
+use crate::runner::{Filter, RunOutcome, RunnerOptions, SweepReport, outcome_text, run_sweep};
 use crate::spec::Sweep;
-use crate::store::{RunDir, RunState};
-
-/// `attnres plan`: the sweep, and the device and parallelism whose memory it must fit.
-#[derive(Debug, Args)]
-pub struct PlanArgs {
-    #[command(flatten)]
-    pub sweep: SweepArgs,
-    /// The device the runs will train on (cpu, cuda, cuda:N): its memory bounds each run.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
-    /// Runs to be trained at once, which share the device's memory.
-    #[arg(long, default_value_t = 1)]
-    pub jobs: usize,
-}
 
 /// Checks files, and the memory of the runs `filters` select on `device`, located in the
 /// sweep file; exit 2 on failure.
-fn check_environment(
+pub(super) fn check_environment(
     sweep: &Sweep,
     filters: &[Filter],
     (backend, device): (BackendKind, &str),
@@ -89,120 +73,6 @@ pub struct RunArgs {
     pub slurm: super::slurm::SlurmArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
-}
-
-pub fn run_plan(plan: PlanArgs) -> anyhow::Result<()> {
-    let args = plan.sweep;
-    let (sweep, filters) = args.load_to_train()?;
-    check_environment(
-        &sweep,
-        &filters,
-        (BackendKind::preferred(), &plan.device),
-        plan.jobs,
-    )?;
-    let root = sweep.results_dir(&args.results);
-    let clock = Clock::measure(
-        &sweep.runs,
-        &root,
-        crate::backend::gpu_index(&plan.device).is_some(),
-    );
-    println!(
-        "sweep {} ({}): {} runs{}",
-        sweep.file.name,
-        sweep.path.display(),
-        sweep.runs.len(),
-        if sweep.merged_duplicates > 0 {
-            format!(", {} duplicate grid points merged", sweep.merged_duplicates)
-        } else {
-            String::new()
-        }
-    );
-    if let Some(cost) = &sweep.file.cost {
-        println!("cost: {cost}");
-    }
-    println!(
-        "\n{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10} {:>9} {:>9} {:<8}{}",
-        "id",
-        "variant",
-        "S",
-        "size",
-        "params",
-        "tokens",
-        "FLOPs",
-        "memory",
-        "est.",
-        "status",
-        if sweep.file.tasks.is_empty() {
-            ""
-        } else {
-            " task"
-        }
-    );
-    let (mut tokens, mut flops, mut seconds, mut n) = (0u64, 0f64, 0f64, 0);
-    let mut left_sizes: Vec<&str> = Vec::new();
-    for run in sweep
-        .runs
-        .iter()
-        .filter(|r| filters.iter().all(|f| f.matches(r)))
-    {
-        let spec = &run.spec;
-        let f = crate::model::flops::flops_exact(&spec.model, spec.total_tokens());
-        let dir = RunDir::new(root.join(&run.id));
-        let state = view(&dir)?;
-        println!(
-            "{:<10} {:<22} {:>3} {:<14} {:>11} {:>12} {:>10.3e} {:>9} {:>9} {:<8}{}",
-            run.id,
-            run.arm,
-            run.block_size
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "-".into()),
-            format!("{} s{}", run.size, run.seed),
-            thousands(param_counts(&spec.model).non_embedding),
-            thousands(spec.total_tokens()),
-            f,
-            bytes_text(spec.memory().total()),
-            duration(f / clock.speed(&run.size).0),
-            if state.holder.is_some() {
-                "running"
-            } else {
-                state.state.name()
-            },
-            task_column(&sweep, run)
-        );
-        n += 1;
-        tokens += spec.total_tokens();
-        flops += f;
-        if state.state != RunState::Done {
-            if !left_sizes.contains(&run.size.as_str()) {
-                left_sizes.push(&run.size);
-            }
-            seconds += clock.seconds_left(run, tokens_done(run, &dir));
-        }
-    }
-    let left = match left_sizes.is_empty() {
-        true => "nothing left to train".to_string(),
-        false => format!(
-            "left to train: ~{} by FLOPs left ({})",
-            duration(seconds),
-            clock.describe(&left_sizes)
-        ),
-    };
-    println!(
-        "\ntotal: {n} runs, {} tokens, {flops:.3e} FLOPs ({:.3e} PF-days); {left}",
-        thousands(tokens),
-        flops / PFLOPS_DAY,
-    );
-    if left_sizes
-        .iter()
-        .any(|size| clock.speed(size).1 == Source::Assumed)
-    {
-        println!(
-            "the assumed speed is the same for every arm; `attnres bench --split --sizes {}` \
-             measures it arm by arm beforehand",
-            sweep.path.display()
-        );
-    }
-    Ok(())
 }
 
 /// The default `--jobs` (`runner::capacity::default_jobs`), lowered until every selected
@@ -353,6 +223,19 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
         jobs_per_device: args.jobs_per_device,
     };
     let report = run_sweep(&sweep, &opts)?;
+    print_outcomes(&sweep, &report, &args.sweep.results);
+    if !report.failures().is_empty() {
+        anyhow::bail!(
+            "{} run(s) failed; see above, fix the cause and re-run with --retry-failed (finished runs are kept)",
+            report.failures().len()
+        );
+    }
+    Ok(())
+}
+
+/// What the sweep did: counts by outcome, each run that failed, is busy elsewhere or was
+/// lost, and how to follow runs that another process trains.
+fn print_outcomes(sweep: &Sweep, report: &SweepReport, results: &Path) {
     let trained = report.count(|o| matches!(o, RunOutcome::Trained { .. }));
     println!(
         "\nsweep {}: {trained} trained, {} done already, {} busy elsewhere, {} failed before, {} failed now",
@@ -385,14 +268,7 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
         println!(
             "{busy} run(s) are training in another process; `attnres status {}{}` shows their progress, and running this again once they finish trains whatever they left",
             sweep.path.display(),
-            results_flag(&args.sweep.results)
+            results_flag(results)
         );
     }
-    if !report.failures().is_empty() {
-        anyhow::bail!(
-            "{} run(s) failed; see above, fix the cause and re-run with --retry-failed (finished runs are kept)",
-            report.failures().len()
-        );
-    }
-    Ok(())
 }

@@ -155,34 +155,7 @@ impl TryFrom<ResidualWire> for ResidualConfig {
         ) {
             return hyper_from(w).map(Self::Hyper);
         }
-        for (key, given) in [
-            ("streams", w.streams.is_some()),
-            ("dynamic", w.dynamic.is_some()),
-            ("sinkhorn_iters", w.sinkhorn_iters.is_some()),
-        ] {
-            if given {
-                return Err(format!(
-                    "`{key}` applies only to the multi-stream variants (hc, mhc, mhc_lite, \
-                     mhc_attnres), \
-                     not `{}`",
-                    variant_name(w.variant)
-                ));
-            }
-        }
-        if w.block_sizes.is_some() {
-            if w.variant != Variant::Block {
-                return Err(format!(
-                    "`block_sizes` applies only to `variant: block`, not `{}`",
-                    variant_name(w.variant)
-                ));
-            }
-            if w.block_size.is_some() {
-                return Err(
-                    "give `block_size` (one size for every block) or `block_sizes` (one per block), not both"
-                        .into(),
-                );
-            }
-        }
+        refuse_misplaced_keys(&w)?;
         let has_ablation = w.key_norm.is_some()
             || w.normalize.is_some()
             || w.query.is_some()
@@ -220,16 +193,7 @@ impl TryFrom<ResidualWire> for ResidualConfig {
             }
             (Variant::Block, Some(s)) => s,
             (Variant::Block, None) if w.block_sizes.is_some() => {
-                let sizes = w.block_sizes.clone().unwrap_or_default();
-                if sizes.is_empty() || sizes.contains(&0) {
-                    return Err(format!(
-                        "`block_sizes` {sizes:?} must list block lengths of at least 1, e.g. [2, 2, 4]"
-                    ));
-                }
-                if sizes.iter().all(|&s| s == 1) {
-                    return Err("`block_sizes` of all 1s is Full AttnRes; write `full`".into());
-                }
-                sizes.iter().copied().max().unwrap_or(1)
+                largest_block(w.block_sizes.as_deref().unwrap_or_default())?
             }
             (Variant::Block, None) => {
                 return Err(
@@ -249,6 +213,54 @@ impl TryFrom<ResidualWire> for ResidualConfig {
             heads: w.heads.unwrap_or(base.heads),
         }))
     }
+}
+
+/// Refuses the multi-stream keys on a single-stream variant, and `block_sizes` anywhere
+/// but on `block` or beside `block_size`.
+fn refuse_misplaced_keys(w: &ResidualWire) -> Result<(), String> {
+    for (key, given) in [
+        ("streams", w.streams.is_some()),
+        ("dynamic", w.dynamic.is_some()),
+        ("sinkhorn_iters", w.sinkhorn_iters.is_some()),
+    ] {
+        if given {
+            return Err(format!(
+                "`{key}` applies only to the multi-stream variants (hc, mhc, mhc_lite, \
+                 mhc_attnres), \
+                 not `{}`",
+                variant_name(w.variant)
+            ));
+        }
+    }
+    if w.block_sizes.is_some() {
+        if w.variant != Variant::Block {
+            return Err(format!(
+                "`block_sizes` applies only to `variant: block`, not `{}`",
+                variant_name(w.variant)
+            ));
+        }
+        if w.block_size.is_some() {
+            return Err(
+                "give `block_size` (one size for every block) or `block_sizes` (one per block), not both"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The longest block of a `block_sizes` list, which must list lengths of at least 1 and
+/// not all 1s (that is Full AttnRes).
+fn largest_block(sizes: &[usize]) -> Result<usize, String> {
+    if sizes.is_empty() || sizes.contains(&0) {
+        return Err(format!(
+            "`block_sizes` {sizes:?} must list block lengths of at least 1, e.g. [2, 2, 4]"
+        ));
+    }
+    if sizes.iter().all(|&s| s == 1) {
+        return Err("`block_sizes` of all 1s is Full AttnRes; write `full`".into());
+    }
+    Ok(sizes.iter().copied().max().unwrap_or(1))
 }
 
 /// `hc`, `mhc`, `mhc_lite` or `mhc_attnres` from the wire: AttnRes keys refused, each family's own keys

@@ -103,6 +103,94 @@ fn from_entry(points: &[(f64, f64, f64, f64)], y1: f64) -> &[(f64, f64, f64, f64
     &points[first..]
 }
 
+impl Curves<'_> {
+    /// The panel of one size: each arm's median train and validation loss over its seeds,
+    /// and the validation band where any size so far has several seeds (`seeds`, the most
+    /// so far; returned with this size's counted in).
+    fn draw_size<DB: DrawingBackend>(
+        &self,
+        panel: &DrawingArea<DB, Shift>,
+        size: &str,
+        mut seeds: usize,
+    ) -> Result<usize, String> {
+        let runs: Vec<&RunCurve> = self.runs.iter().filter(|r| r.size == size).collect();
+        let x1 = runs
+            .iter()
+            .flat_map(|r| r.train.iter().map(|p| p.0))
+            .fold(1.0f64, f64::max);
+        // Per arm: the median and band of the smoothed train loss and of validation.
+        let per_arm: Vec<(usize, Vec<_>, Vec<_>)> = self
+            .arms
+            .iter()
+            .enumerate()
+            .filter_map(|(i, arm)| {
+                let mine: Vec<&&RunCurve> = runs.iter().filter(|r| &r.arm == arm).collect();
+                seeds = seeds.max(mine.len());
+                let train: Vec<Vec<(f64, f64)>> = mine.iter().map(|r| smooth_run(r)).collect();
+                let val: Vec<Vec<(f64, f64)>> = mine.iter().map(|r| r.val.clone()).collect();
+                (!mine.is_empty()).then(|| (i, median_band(&train), median_band(&val)))
+            })
+            .collect();
+        // The y range from what is drawn after the first tenth of training.
+        let ys = per_arm.iter().flat_map(|(_, train, val)| {
+            let skip = |n: usize| n / 10;
+            train
+                .iter()
+                .skip(skip(train.len()))
+                .chain(val.iter().skip(skip(val.len())))
+                .flat_map(|p| [p.1, p.2, p.3])
+        });
+        let (y0, y1) = padded(ys, 0.05);
+        let mut chart = ChartBuilder::on(panel)
+            .caption(format!("size {size}"), (FONT, 20))
+            .margin(12)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x1, y0..y1)
+            .map_err(err)?;
+        super::house_mesh(
+            chart
+                .configure_mesh()
+                .x_labels(5)
+                .y_labels(6)
+                .x_desc("Training tokens")
+                .y_desc("Loss (nats/token)")
+                .x_label_formatter(&|x| sci(*x))
+                .y_label_formatter(&|y| format!("{y:.2}")),
+            (16, 17),
+        )
+        .draw()
+        .map_err(err)?;
+        for (i, train, val) in &per_arm {
+            let c = color(*i);
+            let (train, val) = (from_entry(train, y1), from_entry(val, y1));
+            if seeds > 1 {
+                let band: Vec<(f64, f64)> = val
+                    .iter()
+                    .map(|p| (p.0, p.2.min(y1)))
+                    .chain(val.iter().rev().map(|p| (p.0, p.3.min(y1))))
+                    .collect();
+                chart
+                    .draw_series(std::iter::once(Polygon::new(band, c.mix(0.18).filled())))
+                    .map_err(err)?;
+            }
+            chart
+                .draw_series(LineSeries::new(
+                    train.iter().map(|p| (p.0, p.1)),
+                    c.mix(0.55).stroke_width(1),
+                ))
+                .map_err(err)?;
+            chart
+                .draw_series(
+                    LineSeries::new(val.iter().map(|p| (p.0, p.1)), c.stroke_width(3))
+                        .point_size(4),
+                )
+                .map_err(err)?;
+        }
+        Ok(seeds)
+    }
+}
+
 impl Figure for Curves<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let cols = self.sizes.len().min(COLUMNS);
@@ -111,80 +199,7 @@ impl Figure for Curves<'_> {
             super::titled_panels(area, &self.title, (rows.max(1), cols.max(1)))?;
         let mut seeds = 0;
         for (size, panel) in self.sizes.iter().zip(panels.iter()) {
-            let runs: Vec<&RunCurve> = self.runs.iter().filter(|r| &r.size == size).collect();
-            let x1 = runs
-                .iter()
-                .flat_map(|r| r.train.iter().map(|p| p.0))
-                .fold(1.0f64, f64::max);
-            // Per arm: the median and band of the smoothed train loss and of validation.
-            let per_arm: Vec<(usize, Vec<_>, Vec<_>)> = self
-                .arms
-                .iter()
-                .enumerate()
-                .filter_map(|(i, arm)| {
-                    let mine: Vec<&&RunCurve> = runs.iter().filter(|r| &r.arm == arm).collect();
-                    seeds = seeds.max(mine.len());
-                    let train: Vec<Vec<(f64, f64)>> = mine.iter().map(|r| smooth_run(r)).collect();
-                    let val: Vec<Vec<(f64, f64)>> = mine.iter().map(|r| r.val.clone()).collect();
-                    (!mine.is_empty()).then(|| (i, median_band(&train), median_band(&val)))
-                })
-                .collect();
-            // The y range from what is drawn after the first tenth of training.
-            let ys = per_arm.iter().flat_map(|(_, train, val)| {
-                let skip = |n: usize| n / 10;
-                train
-                    .iter()
-                    .skip(skip(train.len()))
-                    .chain(val.iter().skip(skip(val.len())))
-                    .flat_map(|p| [p.1, p.2, p.3])
-            });
-            let (y0, y1) = padded(ys, 0.05);
-            let mut chart = ChartBuilder::on(panel)
-                .caption(format!("size {size}"), (FONT, 20))
-                .margin(12)
-                .x_label_area_size(50)
-                .y_label_area_size(70)
-                .build_cartesian_2d(0.0..x1, y0..y1)
-                .map_err(err)?;
-            super::house_mesh(
-                chart
-                    .configure_mesh()
-                    .x_labels(5)
-                    .y_labels(6)
-                    .x_desc("Training tokens")
-                    .y_desc("Loss (nats/token)")
-                    .x_label_formatter(&|x| sci(*x))
-                    .y_label_formatter(&|y| format!("{y:.2}")),
-                (16, 17),
-            )
-            .draw()
-            .map_err(err)?;
-            for (i, train, val) in &per_arm {
-                let c = color(*i);
-                let (train, val) = (from_entry(train, y1), from_entry(val, y1));
-                if seeds > 1 {
-                    let band: Vec<(f64, f64)> = val
-                        .iter()
-                        .map(|p| (p.0, p.2.min(y1)))
-                        .chain(val.iter().rev().map(|p| (p.0, p.3.min(y1))))
-                        .collect();
-                    chart
-                        .draw_series(std::iter::once(Polygon::new(band, c.mix(0.18).filled())))
-                        .map_err(err)?;
-                }
-                chart
-                    .draw_series(LineSeries::new(
-                        train.iter().map(|p| (p.0, p.1)),
-                        c.mix(0.55).stroke_width(1),
-                    ))
-                    .map_err(err)?;
-                chart
-                    .draw_series(
-                        LineSeries::new(val.iter().map(|p| (p.0, p.1)), c.stroke_width(3))
-                            .point_size(4),
-                    )
-                    .map_err(err)?;
-            }
+            seeds = self.draw_size(panel, size, seeds)?;
         }
         let entries: Vec<(String, RGBColor)> = self
             .arms

@@ -7,6 +7,7 @@ use super::{FONT, Figure, color, draw_marked, err, log_ticks, marker, padded_log
 pub use crate::analysis::figures::ArmSeries;
 use crate::analysis::fit::Law;
 use crate::analysis::multiplier::{ArmFit, FitReport};
+use crate::analysis::validation::HeldOutArm;
 
 struct Scaling<'a> {
     title: String,
@@ -78,93 +79,120 @@ impl Figure for Scaling<'_> {
         .draw()
         .map_err(err)?;
         for (i, arm) in self.arms.iter().enumerate() {
-            let c = color(i);
-            if let Some(law) = arm.law {
-                let n = 60;
-                let curve = (0..=n).map(|j| {
-                    let x = (x0.ln() + (x1.ln() - x0.ln()) * j as f64 / n as f64).exp();
-                    (x, law.loss(x))
-                });
-                chart
-                    .draw_series(LineSeries::new(
-                        curve.filter(|p| p.1 >= y0 && p.1 <= y1),
-                        c.stroke_width(2),
-                    ))
-                    .map_err(err)?
-                    .label(legend_label(&arm.arm, law))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2))
-                    });
-            }
-            chart
-                .draw_series(arm.points.iter().map(|&(x, _, lo, hi)| {
-                    ErrorBar::new_vertical(x, lo, (lo + hi) / 2.0, hi, c.stroke_width(1), 8)
-                }))
-                .map_err(err)?;
-            let points: Vec<(f64, f64)> = arm.points.iter().map(|&(x, y, ..)| (x, y)).collect();
-            let label = arm.law.is_none().then(|| arm.arm.clone());
-            draw_marked(&mut chart, &points, marker(i), c, label)?;
-            // The largest size as a fit without it predicted it: hollow, joined to the
-            // observed mean.
-            if let Some(h) = held_out.and_then(|h| h.arms.iter().find(|a| a.arm == arm.arm)) {
-                chart
-                    .draw_series([
-                        PathElement::new(
-                            vec![(h.compute, h.predicted), (h.compute, h.observed.mean)],
-                            c.stroke_width(1),
-                        )
-                        .into_dyn(),
-                        Circle::new((h.compute, h.predicted), 7, WHITE.filled()).into_dyn(),
-                        Circle::new((h.compute, h.predicted), 7, c.stroke_width(2)).into_dyn(),
-                    ])
-                    .map_err(err)?;
-            }
+            let held = held_out.and_then(|h| h.arms.iter().find(|a| a.arm == arm.arm));
+            draw_arm(&mut chart, i, arm, held, ((x0, x1), (y0, y1)))?;
         }
         super::legend(&mut chart, SeriesLabelPosition::UpperRight, 15)?;
         if let Some(fits) = self.fits {
-            let lines: Vec<String> = fits
-                .arms
-                .iter()
-                .filter_map(|a| {
-                    a.multiplier.map(|m| {
-                        let d = m.digits().min(2);
-                        format!(
-                            "{}: {:.2}x compute [{:.d$}, {:.d$}]",
-                            a.arm, m.value, m.lo, m.hi
-                        )
-                    })
-                })
-                .collect();
-            let (_, h) = area.dim_in_pixel();
-            for (k, line) in lines.iter().enumerate() {
-                area.draw(&Text::new(
-                    line.clone(),
-                    (90, h as i32 - 112 - 20 * (lines.len() - 1 - k) as i32),
-                    (FONT, 15),
-                ))
-                .map_err(err)?;
-            }
-            let note = format!(
-                "multiplier vs {} at the largest compute, 95% bootstrap interval{}",
-                fits.baseline,
-                if held_out.is_some() {
-                    "; hollow: the largest size predicted by a fit without it"
-                } else {
-                    ""
-                }
-            );
-            area.draw(&Text::new(
-                note,
-                (90, h as i32 - 90),
-                (FONT, 13).into_font().color(&BLACK.mix(0.6)),
-            ))
-            .map_err(err)?;
+            multiplier_notes(area, fits)?;
         }
         if let Some(lower) = lower {
             self.residuals(&lower, (x0, x1))?;
         }
         Ok(())
     }
+}
+
+/// One arm on the main panel: its fitted law (labelled in the legend), each size's seed
+/// mean with its spread, and the largest size as a fit without it predicted it.
+fn draw_arm<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    i: usize,
+    arm: &ArmSeries,
+    held: Option<&HeldOutArm>,
+    ((x0, x1), (y0, y1)): ((f64, f64), (f64, f64)),
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let c = color(i);
+    if let Some(law) = arm.law {
+        let n = 60;
+        let curve = (0..=n).map(|j| {
+            let x = (x0.ln() + (x1.ln() - x0.ln()) * j as f64 / n as f64).exp();
+            (x, law.loss(x))
+        });
+        chart
+            .draw_series(LineSeries::new(
+                curve.filter(|p| p.1 >= y0 && p.1 <= y1),
+                c.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(legend_label(&arm.arm, law))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2)));
+    }
+    chart
+        .draw_series(arm.points.iter().map(|&(x, _, lo, hi)| {
+            ErrorBar::new_vertical(x, lo, (lo + hi) / 2.0, hi, c.stroke_width(1), 8)
+        }))
+        .map_err(err)?;
+    let points: Vec<(f64, f64)> = arm.points.iter().map(|&(x, y, ..)| (x, y)).collect();
+    let label = arm.law.is_none().then(|| arm.arm.clone());
+    draw_marked(chart, &points, marker(i), c, label)?;
+    // The largest size as a fit without it predicted it: hollow, joined to the
+    // observed mean.
+    if let Some(h) = held {
+        chart
+            .draw_series([
+                PathElement::new(
+                    vec![(h.compute, h.predicted), (h.compute, h.observed.mean)],
+                    c.stroke_width(1),
+                )
+                .into_dyn(),
+                Circle::new((h.compute, h.predicted), 7, WHITE.filled()).into_dyn(),
+                Circle::new((h.compute, h.predicted), 7, c.stroke_width(2)).into_dyn(),
+            ])
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Each arm's compute multiplier with its interval, written in the figure's lower left,
+/// and how to read them.
+fn multiplier_notes<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    fits: &FitReport,
+) -> Result<(), String> {
+    let lines: Vec<String> = fits
+        .arms
+        .iter()
+        .filter_map(|a| {
+            a.multiplier.map(|m| {
+                let d = m.digits().min(2);
+                format!(
+                    "{}: {:.2}x compute [{:.d$}, {:.d$}]",
+                    a.arm, m.value, m.lo, m.hi
+                )
+            })
+        })
+        .collect();
+    let (_, h) = area.dim_in_pixel();
+    for (k, line) in lines.iter().enumerate() {
+        area.draw(&Text::new(
+            line.clone(),
+            (90, h as i32 - 112 - 20 * (lines.len() - 1 - k) as i32),
+            (FONT, 15),
+        ))
+        .map_err(err)?;
+    }
+    let note = format!(
+        "multiplier vs {} at the largest compute, 95% bootstrap interval{}",
+        fits.baseline,
+        if fits.hold_out.is_some() {
+            "; hollow: the largest size predicted by a fit without it"
+        } else {
+            ""
+        }
+    );
+    area.draw(&Text::new(
+        note,
+        (90, h as i32 - 90),
+        (FONT, 13).into_font().color(&BLACK.mix(0.6)),
+    ))
+    .map_err(err)?;
+    Ok(())
 }
 
 impl Scaling<'_> {

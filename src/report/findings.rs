@@ -4,7 +4,7 @@
 
 use crate::analysis::bootstrap::Resampling;
 use crate::analysis::figures::Profile;
-use crate::analysis::multiplier::FitReport;
+use crate::analysis::multiplier::{DeltaInterval, Estimate, FitReport};
 use crate::analysis::paired::PairedTable;
 use crate::analysis::wall_clock::WallClock;
 use paired::paired;
@@ -67,26 +67,50 @@ fn multipliers(e: &Evidence) -> Option<String> {
     }
     let list: Vec<String> = arms
         .iter()
-        .map(|(arm, m, delta)| {
-            let d = m.digits().min(2);
-            let delta = delta
-                .map(|x| format!(", delta-method [{:.2}, {}]", x.lo, upper(x.hi)))
-                .unwrap_or_default();
-            format!(
-                "`{arm}` {:.2}x, bootstrap [{:.d$}, {}]{delta}",
-                m.value,
-                m.lo,
-                if m.hi.is_finite() {
-                    format!("{:.d$}", m.hi)
-                } else {
-                    "∞".into()
-                }
-            )
-        })
+        .map(|&(arm, m, delta)| multiplier_text(arm, m, delta))
         .collect();
-    // A verdict only where both intervals agree on it, and the bootstrap's end is further
-    // from 1 than its own Monte Carlo error.
-    let mc = |m: &&crate::analysis::multiplier::Estimate| m.mc_error.unwrap_or(0.0);
+    let verdict = verdict(&arms);
+    let how = match &fit.resampling {
+        Resampling::Seeds { .. } => format!(
+            "95% bootstrap over seeds, {} resamples, {}",
+            fit.resamples,
+            seeds_text(e.min_seeds)
+        ),
+        Resampling::Residuals { points, parameters } => format!(
+            "95% residual bootstrap of the fit, one seed per size, {} degrees of freedom",
+            points.saturating_sub(*parameters)
+        ),
+        Resampling::Unavailable { .. } => return None,
+    };
+    Some(format!(
+        "Compute multipliers against `{}` at the largest compute ({how}): {}; {verdict}.",
+        e.baseline,
+        list.join(", ")
+    ))
+}
+
+/// One arm's multiplier with its bootstrap interval, and its delta-method interval where
+/// there is one.
+fn multiplier_text(arm: &str, m: &Estimate, delta: Option<DeltaInterval>) -> String {
+    let d = m.digits().min(2);
+    let delta = delta
+        .map(|x| format!(", delta-method [{:.2}, {}]", x.lo, upper(x.hi)))
+        .unwrap_or_default();
+    let hi = if m.hi.is_finite() {
+        format!("{:.d$}", m.hi)
+    } else {
+        "∞".into()
+    };
+    format!(
+        "`{arm}` {:.2}x, bootstrap [{:.d$}, {hi}]{delta}",
+        m.value, m.lo
+    )
+}
+
+/// Which arms clear 1, or fall below it, in both intervals, and which end past 1 by less
+/// than the bootstrap's Monte Carlo error; a verdict only where both intervals agree on it.
+fn verdict(arms: &[(&str, &Estimate, Option<DeltaInterval>)]) -> String {
+    let mc = |m: &&Estimate| m.mc_error.unwrap_or(0.0);
     let above: Vec<&str> = arms
         .iter()
         .filter(|(_, m, delta)| m.lo - mc(m) > 1.0 && delta.is_none_or(|x| x.lo > 1.0))
@@ -128,30 +152,13 @@ fn multipliers(e: &Evidence) -> Option<String> {
         }
         parts.join("; ")
     };
-    let verdict = match at_one.is_empty() {
+    match at_one.is_empty() {
         true => verdict,
         false => format!(
             "{verdict}; {}, so it is not shown to differ from 1",
             at_one.join(", ")
         ),
-    };
-    let how = match &fit.resampling {
-        Resampling::Seeds { .. } => format!(
-            "95% bootstrap over seeds, {} resamples, {}",
-            fit.resamples,
-            seeds_text(e.min_seeds)
-        ),
-        Resampling::Residuals { points, parameters } => format!(
-            "95% residual bootstrap of the fit, one seed per size, {} degrees of freedom",
-            points.saturating_sub(*parameters)
-        ),
-        Resampling::Unavailable { .. } => return None,
-    };
-    Some(format!(
-        "Compute multipliers against `{}` at the largest compute ({how}): {}; {verdict}.",
-        e.baseline,
-        list.join(", ")
-    ))
+    }
 }
 
 fn seeds_text(n: usize) -> String {

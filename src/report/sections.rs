@@ -32,34 +32,8 @@ pub fn build(
         title: format!("attnres sweep `{}`", f.name),
         blocks: Vec::new(),
     };
-    let commits: Vec<String> = {
-        let mut c: Vec<String> = a
-            .runs
-            .iter()
-            .map(|r| r.summary.git_commit.clone())
-            .collect();
-        c.sort();
-        c.dedup();
-        c
-    };
-    let backends: Vec<String> = {
-        let mut b: Vec<String> = a
-            .runs
-            .iter()
-            .map(|r| format!("{} ({})", r.summary.backend, r.summary.device))
-            .collect();
-        b.sort();
-        b.dedup();
-        b
-    };
-    doc.p(format!(
-        "Generated {} by attnres {} from `{}`; runs trained with attnres {} on {}.",
-        humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
-        env!("CARGO_PKG_VERSION"),
-        sweep.path.display(),
-        commits.join(", "),
-        backends.join(", ")
-    ));
+    let commits = distinct(a.runs.iter().map(|r| r.summary.git_commit.clone()));
+    doc.p(provenance_line(sweep, a, &commits));
     if let Some(d) = &f.description {
         doc.p(d.trim());
     }
@@ -116,6 +90,32 @@ pub fn build(
         p = sweep.path.display()
     ));
     Ok(doc)
+}
+
+/// The sorted distinct values.
+fn distinct(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = values.collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// When and by what the report was made, and by which builds on which backends its runs
+/// were trained.
+fn provenance_line(sweep: &Sweep, a: &Analysis, commits: &[String]) -> String {
+    let backends = distinct(
+        a.runs
+            .iter()
+            .map(|r| format!("{} ({})", r.summary.backend, r.summary.device)),
+    );
+    format!(
+        "Generated {} by attnres {} from `{}`; runs trained with attnres {} on {}.",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+        env!("CARGO_PKG_VERSION"),
+        sweep.path.display(),
+        commits.join(", "),
+        backends.join(", ")
+    )
 }
 
 /// The fewest seeds of any (arm, size, budget) among the finished runs.

@@ -32,9 +32,47 @@ pub fn probes_section(
     }
     doc.h(2, "Reasoning probes: answer accuracy against difficulty");
     let (p, rejected) = holm_family(&probe);
+    let rows = table_rows(&probe, &rejected);
+    doc.p(format!(
+        "Accuracy is the fraction of answer positions predicted exactly at the final evaluation, mean over seeds with its 95% Student-t interval. `guess` is what a model scores that has learnt the format but not the binding: guessing uniformly among the distinct digits written before each answer, on the same validation examples (mean over seeds). The difference is the arm minus `{}` on the same seed and task, in percentage points, with its 95% t-interval and a two-sided paired t-test; {} comparisons, Holm's correction at a family-wise {ALPHA} (survivors marked).",
+        opts.baseline,
+        p.len()
+    ));
+    doc.table(
+        &[
+            "task (size)",
+            "variant",
+            "difficulty",
+            "accuracy, %",
+            "guess, %",
+            &format!("vs {}, points", opts.baseline),
+            "p",
+            "Holm",
+            "seeds",
+        ],
+        rows,
+    );
+    let panels = accuracy_panels(&probe, &views::arms(&a.runs));
+    doc.figure(
+        plot::interval_lines(
+            figs,
+            "probe_accuracy",
+            &format!("{name}: answer accuracy against difficulty"),
+            &panels,
+            &["bars: 95% t-interval over seeds"],
+        )?,
+        "Final answer accuracy minus the guessing rate (guessing uniformly among the digits written before each answer, grey at 0), in percentage points, against the task's difficulty: seed means with 95% Student-t intervals, one line per arm (offset slightly sideways so that intervals do not hide one another). The table above gives the raw accuracies.",
+    );
+    Ok(())
+}
+
+/// The table's rows: per view, arm and difficulty, the accuracy, the guessing rate and the
+/// paired difference to the reference arm (`rejected`: Holm's verdicts, in
+/// [`holm_family`]'s order).
+fn table_rows(probe: &[ProbeView], rejected: &[bool]) -> Vec<Vec<String>> {
     let mut k = 0;
     let mut rows = Vec::new();
-    for v in &probe {
+    for v in probe {
         for (arm, points) in &v.arms {
             for pt in points {
                 let (diff, p_text, mark) = match pt.vs_reference {
@@ -68,29 +106,15 @@ pub fn probes_section(
             }
         }
     }
-    doc.p(format!(
-        "Accuracy is the fraction of answer positions predicted exactly at the final evaluation, mean over seeds with its 95% Student-t interval. `guess` is what a model scores that has learnt the format but not the binding: guessing uniformly among the distinct digits written before each answer, on the same validation examples (mean over seeds). The difference is the arm minus `{}` on the same seed and task, in percentage points, with its 95% t-interval and a two-sided paired t-test; {} comparisons, Holm's correction at a family-wise {ALPHA} (survivors marked).",
-        opts.baseline,
-        p.len()
-    ));
-    doc.table(
-        &[
-            "task (size)",
-            "variant",
-            "difficulty",
-            "accuracy, %",
-            "guess, %",
-            &format!("vs {}, points", opts.baseline),
-            "p",
-            "Holm",
-            "seeds",
-        ],
-        rows,
-    );
-    let arm_names = views::arms(&a.runs);
+    rows
+}
+
+/// One panel per view: each arm's accuracy above guessing against difficulty, and the
+/// guessing line at zero.
+fn accuracy_panels(probe: &[ProbeView], arm_names: &[String]) -> Vec<Panel> {
     // Accuracy in points above guessing: the guessing rate rises with difficulty, so raw
     // accuracy would rise with it for no merit of the model.
-    let above_guess = |v: &crate::analysis::probes::ProbeView, d: usize, m: SeedMean| {
+    let above_guess = |v: &ProbeView, d: usize, m: SeedMean| {
         let guess = v
             .guess
             .iter()
@@ -102,7 +126,7 @@ pub fn probes_section(
             n: m.n,
         }
     };
-    let panels: Vec<Panel> = probe
+    probe
         .iter()
         .map(|v| Panel {
             title: format!("{}, size {}", v.kind, v.size),
@@ -113,7 +137,7 @@ pub fn probes_section(
                 .iter()
                 .map(|(arm, pts)| Line {
                     label: arm.clone(),
-                    color: arm_color(&arm_names, arm),
+                    color: arm_color(arm_names, arm),
                     points: pts
                         .iter()
                         .map(|pt| {
@@ -144,18 +168,7 @@ pub fn probes_section(
                 }))
                 .collect(),
         })
-        .collect();
-    doc.figure(
-        plot::interval_lines(
-            figs,
-            "probe_accuracy",
-            &format!("{name}: answer accuracy against difficulty"),
-            &panels,
-            &["bars: 95% t-interval over seeds"],
-        )?,
-        "Final answer accuracy minus the guessing rate (guessing uniformly among the digits written before each answer, grey at 0), in percentage points, against the task's difficulty: seed means with 95% Student-t intervals, one line per arm (offset slightly sideways so that intervals do not hide one another). The table above gives the raw accuracies.",
-    );
-    Ok(())
+        .collect()
 }
 
 /// Every comparison with a p-value, across all views, as one Holm family: the p-values in

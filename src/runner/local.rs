@@ -1,7 +1,7 @@
 //! The local executor: trains a sweep's pending and partial runs on this machine.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -93,23 +93,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
         &root.join("sweep.yaml"),
         std::fs::read(&sweep.path)?.as_slice(),
     )?;
-    let selected: Vec<&PlannedRun> = sweep
-        .runs
-        .iter()
-        .filter(|r| opts.filters.iter().all(|f| f.matches(r)))
-        .collect();
-    let mut report = SweepReport::default();
-    let mut todo = Vec::new();
-    for run in selected {
-        let dir = RunDir::new(root.join(&run.id));
-        match view(&dir)?.state {
-            RunState::Done => report.outcomes.push((run.clone(), RunOutcome::AlreadyDone)),
-            RunState::Failed if !opts.retry_failed => report
-                .outcomes
-                .push((run.clone(), RunOutcome::FailedBefore)),
-            _ => todo.push(run),
-        }
-    }
+    let (mut report, todo) = runs_to_train(sweep, opts, &root)?;
     if todo.is_empty() {
         return Ok(report);
     }
@@ -126,18 +110,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
         .threads
         .unwrap_or_else(|| (num_cpus() / jobs).max(1));
     let terminal = std::io::stdout().is_terminal();
-    let multi = MultiProgress::with_draw_target(if terminal {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    });
-    let overall = multi.add(ProgressBar::new(todo.len() as u64));
-    if let Ok(style) = ProgressStyle::with_template(
-        "{prefix:>12} [{bar:30}] {pos}/{len} runs (elapsed {elapsed}, {msg})",
-    ) {
-        overall.set_style(style.progress_chars("=> "));
-    }
-    overall.set_prefix(sweep.file.name.clone());
+    let (multi, overall) = sweep_bars(terminal, todo.len(), &sweep.file.name);
     // Plain threads pulling from a shared queue, not a rayon pool: a rayon worker that
     // waits on another pool (polars writes parquet on its own pool) keeps busy by starting
     // the next queued job on the same stack, which interleaves whole training runs.
@@ -199,6 +172,48 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
     overall.finish_and_clear();
     report.outcomes.extend(outcomes);
     Ok(report)
+}
+
+/// The selected runs that need training, and the report of those that do not: done
+/// already, or failed before (unless `retry_failed`).
+fn runs_to_train<'s>(
+    sweep: &'s Sweep,
+    opts: &RunnerOptions,
+    root: &Path,
+) -> anyhow::Result<(SweepReport, Vec<&'s PlannedRun>)> {
+    let mut report = SweepReport::default();
+    let mut todo = Vec::new();
+    let selected = sweep
+        .runs
+        .iter()
+        .filter(|r| opts.filters.iter().all(|f| f.matches(r)));
+    for run in selected {
+        match view(&RunDir::new(root.join(&run.id)))?.state {
+            RunState::Done => report.outcomes.push((run.clone(), RunOutcome::AlreadyDone)),
+            RunState::Failed if !opts.retry_failed => report
+                .outcomes
+                .push((run.clone(), RunOutcome::FailedBefore)),
+            _ => todo.push(run),
+        }
+    }
+    Ok((report, todo))
+}
+
+/// The sweep's progress bars (drawn on a terminal only) and its overall bar over `runs`.
+fn sweep_bars(terminal: bool, runs: usize, name: &str) -> (MultiProgress, ProgressBar) {
+    let multi = MultiProgress::with_draw_target(if terminal {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let overall = multi.add(ProgressBar::new(runs as u64));
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>12} [{bar:30}] {pos}/{len} runs (elapsed {elapsed}, {msg})",
+    ) {
+        overall.set_style(style.progress_chars("=> "));
+    }
+    overall.set_prefix(name.to_string());
+    (multi, overall)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

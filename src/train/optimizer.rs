@@ -35,8 +35,22 @@ pub fn build(config: &TrainConfig, model: &Lm) -> ModuleOptimizer {
     )
 }
 
+/// The gradients' global L2 norm before clipping; where it exceeds `clip` (0: never), the
+/// gradients are scaled down to that norm.
+pub fn clip_grads(
+    model: &Lm,
+    grads: &mut GradientsParams,
+    clip: f32,
+) -> Result<f32, TensorReadError> {
+    let norm = global_norm(model, grads)?;
+    if clip > 0.0 && norm > clip {
+        scale_grads(model, grads, clip / norm);
+    }
+    Ok(norm)
+}
+
 /// The global L2 norm of all gradients.
-pub fn global_norm(model: &Lm, grads: &GradientsParams) -> Result<f32, TensorReadError> {
+fn global_norm(model: &Lm, grads: &GradientsParams) -> Result<f32, TensorReadError> {
     let squares: Vec<Tensor<1>> = named_grads(model, grads)
         .into_iter()
         .map(|g| g.value.square().sum())
@@ -51,7 +65,7 @@ pub fn global_norm(model: &Lm, grads: &GradientsParams) -> Result<f32, TensorRea
 }
 
 /// Scales every gradient by `scale` (torch-style clipping after the global norm is known).
-pub fn scale_grads(model: &Lm, grads: &mut GradientsParams, scale: f32) {
+fn scale_grads(model: &Lm, grads: &mut GradientsParams, scale: f32) {
     struct Scale<'a> {
         grads: &'a mut GradientsParams,
         scale: f32,

@@ -4,10 +4,9 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use burn::module::Module;
-use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::Device;
 
-use super::checkpoint::{self, CheckpointState};
 use super::eval::{BatchTensors, evaluate, masked_cross_entropy, probe};
 use super::optimizer;
 use super::run_spec::RunSpec;
@@ -20,6 +19,7 @@ use crate::model::flops::param_counts;
 use crate::store::metrics::{self, DepthRow, LayerRow, StepRow};
 use crate::store::{RunDir, Status, read_json_opt, write_json};
 
+mod lifecycle;
 mod records;
 
 /// Trains `spec` into `dir`, resuming from its checkpoint; a finished folder is left alone.
@@ -127,14 +127,12 @@ impl<'a> Trainer<'a> {
         let bar = self.progress_bar(state.step);
         if state.step > 0 {
             // Said on stderr (above any bars), so logs show where a run picked up.
-            bar.suspend(|| {
-                eprintln!(
-                    "{}: resuming from the checkpoint at step {} of {}",
-                    dir.root.display(),
-                    state.step,
-                    self.total_steps
-                )
-            });
+            let (root, total) = (dir.root.display(), self.total_steps);
+            let at = format!(
+                "{root}: resuming from the checkpoint at step {} of {total}",
+                state.step
+            );
+            bar.suspend(|| eprintln!("{at}"));
         }
         let (per_token, six_n) = (
             crate::model::flops::flops_per_token(&spec.model).training() as f64,
@@ -146,16 +144,7 @@ impl<'a> Trainer<'a> {
             let rows = spec.sequences_in_step(state.step);
             let (loss, mut grads) = self.gradients(&model, state.step, rows)?;
             if !loss.is_finite() {
-                let reason = format!("loss became {loss} at step {}", state.step + 1);
-                dir.write_status(&Status::Failed {
-                    step: state.step + 1,
-                    reason: reason.clone(),
-                })?;
-                bar.abandon_with_message(format!("failed: {reason}"));
-                return Ok(Outcome::Failed {
-                    step: state.step + 1,
-                    reason,
-                });
+                return self.failed(&bar, state.step + 1, loss);
             }
             let done = state.step + 1;
             let eval_now =
@@ -166,11 +155,7 @@ impl<'a> Trainer<'a> {
             } else {
                 None
             };
-            let norm = optimizer::global_norm(&model, &grads)?;
-            let clip = spec.train.grad_clip as f32;
-            if clip > 0.0 && norm > clip {
-                optimizer::scale_grads(&model, &mut grads, clip / norm);
-            }
+            let norm = optimizer::clip_grads(&model, &mut grads, spec.train.grad_clip as f32)?;
             let lr = spec.train.lr_at(state.step, self.total_steps);
             model = optim.step(lr, model, grads);
             state.step = done;
@@ -199,37 +184,14 @@ impl<'a> Trainer<'a> {
             }
             metrics::append_steps(&dir.steps(), std::slice::from_ref(&row))?;
             self.log_events(events.as_mut(), &row)?;
-            let ckpt_every = spec.train.checkpoint_every as u64;
-            let stop = self
-                .opts
-                .stop
-                .as_ref()
-                .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
-            if done == self.total_steps
-                || (ckpt_every > 0 && done.is_multiple_of(ckpt_every))
-                || stop
-            {
-                checkpoint::save(dir, &model, &optim, &state)?;
-                // `status` then shows the step a restart resumes from.
-                if done < self.total_steps {
-                    dir.write_status(&Status::Running {
-                        step: done,
-                        total_steps: self.total_steps,
-                    })?;
-                }
-            }
+            let stop = self.stop_asked();
+            self.checkpoint_if_due(&model, &optim, &state, stop)?;
             if stop && done < self.total_steps {
                 bar.abandon_with_message(format!("stopped at step {done}: checkpointed"));
                 return Ok(Outcome::Stopped { step: done });
             }
             bar.set_position(done);
-            bar.set_message(format!(
-                "loss {loss:.4}{} {:.0} tok/s",
-                row.loss_val
-                    .map(|v| format!(" val {v:.4}"))
-                    .unwrap_or_default(),
-                row.tokens_per_s
-            ));
+            bar.set_message(records::progress_message(&row));
         }
         bar.finish();
         if self.lost() {
@@ -241,51 +203,6 @@ impl<'a> Trainer<'a> {
         write_json(&dir.summary(), &summary)?;
         dir.write_status(&Status::Done { steps: state.step })?;
         Ok(Outcome::Done(Box::new(summary)))
-    }
-
-    /// Whether the run's lease went to another runner: then the folder is no longer ours.
-    fn lost(&self) -> bool {
-        self.opts
-            .lost
-            .as_ref()
-            .is_some_and(|l| l.load(std::sync::atomic::Ordering::SeqCst))
-    }
-
-    /// A fresh model, optimizer and state, or the newest checkpoint's (with the metrics
-    /// files cut back to its step); a fresh start removes metrics left by an earlier attempt.
-    fn restore(&mut self) -> anyhow::Result<(Lm, ModuleOptimizer, CheckpointState)> {
-        let (spec, dir) = (self.spec, self.dir);
-        let train_device = self.device.clone().autodiff();
-        let mut model = Lm::init(&spec.model, spec.seed, &train_device)?;
-        let resume_from = dir.find_checkpoint();
-        if let Some(path) = &resume_from {
-            // Weights first: loading restores the parameter ids the optimizer groups and
-            // state are keyed by.
-            model = checkpoint::load_model(path, model)?;
-        }
-        let mut optim = optimizer::build(&spec.train, &model);
-        let mut state = CheckpointState {
-            run_id: spec.run_id(),
-            step: 0,
-            tokens: 0,
-            wall_s: 0.0,
-            seed: spec.seed,
-        };
-        match &resume_from {
-            Some(path) => {
-                optim = checkpoint::load_optimizer(path, optim)?;
-                state = checkpoint::read_state(path)?;
-                metrics::truncate_steps(&dir.steps(), state.step)?;
-                self.layers = metrics::read_layers(&dir.layers(), Some(state.step))?;
-                self.depth = metrics::read_depth(&dir.depth_attn(), Some(state.step))?;
-            }
-            None => {
-                for stale in [dir.steps(), dir.layers(), dir.depth_attn(), dir.summary()] {
-                    let _ = std::fs::remove_file(stale);
-                }
-            }
-        }
-        Ok((model, optim, state))
     }
 
     /// Validation loss into `row`, and the probes of step `done` into the metrics files.

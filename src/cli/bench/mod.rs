@@ -163,25 +163,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .unwrap_or_else(BackendKind::preferred);
         return child::serve(kind(backend.name())?, &args.device, &case);
     }
-    if let Some(other) = &args.against
-        && !other.is_file()
-    {
-        anyhow::bail!(InputError(format!(
-            "--against {}: no such file; give the path of another attnres binary",
-            other.display()
-        )));
-    }
-    if args.steps < 1 {
-        anyhow::bail!(InputError(
-            "--steps 0: give at least 1 timed step (round) per case".into()
-        ));
-    }
-    if args.processes < 1 || args.processes > args.steps {
-        anyhow::bail!(InputError(format!(
-            "--processes {}: give 1 to --steps ({}), the rounds being shared out among them",
-            args.processes, args.steps
-        )));
-    }
+    check_args(&args)?;
     if args.split {
         split::check_args(&args)?;
     }
@@ -245,6 +227,30 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         } else {
             print_table(&report);
         }
+    }
+    Ok(())
+}
+
+/// Refuses an `--against` that is not a file, no rounds, and more processes than rounds.
+fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(other) = &args.against
+        && !other.is_file()
+    {
+        anyhow::bail!(InputError(format!(
+            "--against {}: no such file; give the path of another attnres binary",
+            other.display()
+        )));
+    }
+    if args.steps < 1 {
+        anyhow::bail!(InputError(
+            "--steps 0: give at least 1 timed step (round) per case".into()
+        ));
+    }
+    if args.processes < 1 || args.processes > args.steps {
+        anyhow::bail!(InputError(format!(
+            "--processes {}: give 1 to --steps ({}), the rounds being shared out among them",
+            args.processes, args.steps
+        )));
     }
     Ok(())
 }

@@ -183,3 +183,16 @@ impl Trainer<'_> {
         })
     }
 }
+
+/// The progress bar's message after a step: its loss, the validation loss when it evaluated,
+/// and the step's speed.
+pub(super) fn progress_message(row: &StepRow) -> String {
+    let val = row
+        .loss_val
+        .map(|v| format!(" val {v:.4}"))
+        .unwrap_or_default();
+    format!(
+        "loss {:.4}{val} {:.0} tok/s",
+        row.loss_train, row.tokens_per_s
+    )
+}
