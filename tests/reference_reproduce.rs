@@ -1,10 +1,9 @@
 //! Probes never perturb training, and the committed numbers can be reproduced by anyone
 //! with the corpus. Bit for bit only on the CPU kind a run was trained on: libtorch's
-//! kernels round differently with other vector units (the committed reference runs,
-//! trained elsewhere, part from a retrain on an AVX-512/AMX machine in the 7th digit of the
-//! train loss between steps 7 and 18, and the gap grows to seed-noise size by the end), so on
-//! another CPU the retrain must agree to that first digit early on and to seed noise at the
-//! end.
+//! kernels round differently with other vector units (runs trained on an AVX-512/AMX Xeon
+//! and retrained on an AVX2 EPYC part in the 7th digit of the train loss between steps 7 and
+//! 18, and the gap grows to seed-noise size by the end), so on another CPU the retrain must
+//! agree to that first digit early on and to seed noise at the end.
 
 #[path = "common/run.rs"]
 mod run;
