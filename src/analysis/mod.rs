@@ -10,6 +10,7 @@ pub mod figures;
 pub mod fit;
 pub mod load;
 pub mod multiplier;
+pub mod no_fit;
 pub mod paired;
 pub mod power;
 pub mod probes;

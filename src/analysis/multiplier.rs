@@ -14,6 +14,7 @@ use super::design::Design;
 pub use super::design::RunPoint;
 pub use super::fit::multiplier_at;
 use super::fit::{ArmPoints, EMode, Law, fit, fit_with};
+use super::no_fit::NoFit;
 use super::paired::{PairedTable, paired_table};
 use super::stats::{LEVEL, ext_f64, normal_quantile, percentile, t_quantile};
 use super::validation::{HoldOut, hold_out_largest};
@@ -241,16 +242,14 @@ fn resample(
 }
 
 /// Refuses an arm with fewer than two sizes: a scaling fit needs two.
-fn check_sizes(arms: &[String], data: &[ArmPoints]) -> Result<(), String> {
-    for (arm, pts) in arms.iter().zip(data) {
-        if pts.compute.len() < 2 {
-            return Err(format!(
-                "arm `{arm}` has {} size(s); a scaling fit needs at least two",
-                pts.compute.len()
-            ));
-        }
+fn check_sizes(arms: &[String], data: &[ArmPoints]) -> Result<(), NoFit> {
+    match arms.iter().zip(data).find(|(_, pts)| pts.compute.len() < 2) {
+        Some((arm, pts)) => Err(NoFit::TooFewSizes {
+            arm: arm.clone(),
+            sizes: pts.compute.len(),
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `n` computes evenly spaced in log from `lo` to `hi`.
@@ -282,17 +281,14 @@ fn resampling_scheme(
     (scheme, linearised)
 }
 
-pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, String> {
+pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, NoFit> {
     if !points.iter().any(|p| p.arm == opts.baseline) {
-        return Err(format!(
-            "no runs of the baseline arm `{}`; pass --baseline with one of the arms",
-            opts.baseline
-        ));
+        return Err(NoFit::NoBaseline(opts.baseline.clone()));
     }
     let design = Design::new(points, &opts.baseline);
     let data = design.arm_points();
     check_sizes(&design.arms, &data)?;
-    let full = fit(&data, opts.e_mode).ok_or("the scaling fit did not converge")?;
+    let full = fit(&data, opts.e_mode).ok_or(NoFit::NotConverged)?;
     let c_max = design.largest_compute();
     let c_min = design.smallest_compute();
     let grid = log_grid(c_min, c_max, opts.curve_points);

@@ -39,7 +39,8 @@ impl SweepArgs {
     /// [`Self::load`], and `--results` a folder the sweep's runs can be written into.
     pub(super) fn load_to_train(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
         let loaded = self.load()?;
-        crate::store::root::check(&self.results, &loaded.0.file.name).map_err(InputError)?;
+        crate::store::root::check(&self.results, &loaded.0.file.name)
+            .map_err(|e| InputError(e.to_string()))?;
         Ok(loaded)
     }
 }

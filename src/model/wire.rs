@@ -8,6 +8,9 @@ use super::config::{
     AttnResConfig, HyperConfig, HyperKind, Mixing, Normalize, QueryKind, ResidualConfig,
 };
 
+mod error;
+pub use error::ResidualError;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Variant {
@@ -139,15 +142,11 @@ impl ResidualWire {
 }
 
 impl TryFrom<ResidualWire> for ResidualConfig {
-    type Error = String;
+    type Error = ResidualError;
 
-    fn try_from(w: ResidualWire) -> Result<Self, String> {
+    fn try_from(w: ResidualWire) -> Result<Self, ResidualError> {
         if w.value_residual.is_some() {
-            return Err(
-                "`value_residual` belongs to a sweep's `residual` entry (it sets the model, not \
-                 the residual family); it is not accepted here"
-                    .into(),
-            );
+            return Err(ResidualError::ValueResidualHere);
         }
         if matches!(
             w.variant,
@@ -164,21 +163,14 @@ impl TryFrom<ResidualWire> for ResidualConfig {
             || w.heads.is_some();
         let block_size = match (w.variant, w.block_size) {
             (Variant::Baseline | Variant::Denseformer, Some(_)) => {
-                return Err(format!(
-                    "`block_size` applies only to the `full` and `block` variants, not `{}`",
-                    variant_name(w.variant)
-                ));
+                return Err(ResidualError::BlockSizeOff(variant_name(w.variant)));
             }
             (Variant::Hc | Variant::Mhc | Variant::MhcLite | Variant::MhcAttnRes, _) => {
                 unreachable!("multi-stream variants returned above")
             }
             (Variant::Baseline | Variant::Denseformer, None) => {
                 if has_ablation {
-                    return Err(format!(
-                        "AttnRes ablation keys (key_norm, normalize, query, mixing, window, heads) \
-                         apply only to `full` and `block`, not `{}`",
-                        variant_name(w.variant)
-                    ));
+                    return Err(ResidualError::AblationKeysOff(variant_name(w.variant)));
                 }
                 return Ok(match w.variant {
                     Variant::Baseline => Self::Baseline,
@@ -186,20 +178,12 @@ impl TryFrom<ResidualWire> for ResidualConfig {
                 });
             }
             (Variant::Full, None | Some(1)) => 1,
-            (Variant::Full, Some(s)) => {
-                return Err(format!(
-                    "`full` means block_size 1, got block_size {s}; use `variant: block` instead"
-                ));
-            }
+            (Variant::Full, Some(s)) => return Err(ResidualError::FullWithBlockSize(s)),
             (Variant::Block, Some(s)) => s,
             (Variant::Block, None) if w.block_sizes.is_some() => {
                 largest_block(w.block_sizes.as_deref().unwrap_or_default())?
             }
-            (Variant::Block, None) => {
-                return Err(
-                    "`variant: block` needs `block_size` (layers per block, e.g. 4)".into(),
-                );
-            }
+            (Variant::Block, None) => return Err(ResidualError::NoBlockSize),
         };
         let base = AttnResConfig::block(block_size);
         Ok(Self::AttnRes(AttnResConfig {
@@ -217,33 +201,23 @@ impl TryFrom<ResidualWire> for ResidualConfig {
 
 /// Refuses the multi-stream keys on a single-stream variant, and `block_sizes` anywhere
 /// but on `block` or beside `block_size`.
-fn refuse_misplaced_keys(w: &ResidualWire) -> Result<(), String> {
+fn refuse_misplaced_keys(w: &ResidualWire) -> Result<(), ResidualError> {
     for (key, given) in [
         ("streams", w.streams.is_some()),
         ("dynamic", w.dynamic.is_some()),
         ("sinkhorn_iters", w.sinkhorn_iters.is_some()),
     ] {
         if given {
-            return Err(format!(
-                "`{key}` applies only to the multi-stream variants (hc, mhc, mhc_lite, \
-                 mhc_attnres), \
-                 not `{}`",
-                variant_name(w.variant)
-            ));
+            let variant = variant_name(w.variant);
+            return Err(ResidualError::StreamKey { key, variant });
         }
     }
     if w.block_sizes.is_some() {
         if w.variant != Variant::Block {
-            return Err(format!(
-                "`block_sizes` applies only to `variant: block`, not `{}`",
-                variant_name(w.variant)
-            ));
+            return Err(ResidualError::BlockSizesOff(variant_name(w.variant)));
         }
         if w.block_size.is_some() {
-            return Err(
-                "give `block_size` (one size for every block) or `block_sizes` (one per block), not both"
-                    .into(),
-            );
+            return Err(ResidualError::BothBlockSizes);
         }
     }
     Ok(())
@@ -251,21 +225,19 @@ fn refuse_misplaced_keys(w: &ResidualWire) -> Result<(), String> {
 
 /// The longest block of a `block_sizes` list, which must list lengths of at least 1 and
 /// not all 1s (that is Full AttnRes).
-fn largest_block(sizes: &[usize]) -> Result<usize, String> {
+fn largest_block(sizes: &[usize]) -> Result<usize, ResidualError> {
     if sizes.is_empty() || sizes.contains(&0) {
-        return Err(format!(
-            "`block_sizes` {sizes:?} must list block lengths of at least 1, e.g. [2, 2, 4]"
-        ));
+        return Err(ResidualError::BadBlockSizes(sizes.to_vec()));
     }
     if sizes.iter().all(|&s| s == 1) {
-        return Err("`block_sizes` of all 1s is Full AttnRes; write `full`".into());
+        return Err(ResidualError::AllBlocksOne);
     }
     Ok(sizes.iter().copied().max().unwrap_or(1))
 }
 
 /// `hc`, `mhc`, `mhc_lite` or `mhc_attnres` from the wire: AttnRes keys refused, each family's own keys
 /// only on it, stream counts checked against the family's range.
-fn hyper_from(w: ResidualWire) -> Result<HyperConfig, String> {
+fn hyper_from(w: ResidualWire) -> Result<HyperConfig, ResidualError> {
     let name = variant_name(w.variant);
     let attnres_keys = w.block_size.is_some()
         || w.block_sizes.is_some()
@@ -276,23 +248,21 @@ fn hyper_from(w: ResidualWire) -> Result<HyperConfig, String> {
         || w.window.is_some()
         || w.heads.is_some();
     if attnres_keys {
-        return Err(format!(
-            "AttnRes keys (block_size, block_sizes, key_norm, normalize, query, mixing, window, \
-             heads) do not apply to `{name}`; it takes `streams`{}",
-            match w.variant {
-                Variant::Hc => " and `dynamic`",
-                Variant::Mhc => " and `sinkhorn_iters`",
-                _ => "",
-            }
-        ));
+        let also = match w.variant {
+            Variant::Hc => " and `dynamic`",
+            Variant::Mhc => " and `sinkhorn_iters`",
+            _ => "",
+        };
+        return Err(ResidualError::AttnResKeysOnStreams {
+            variant: name,
+            also,
+        });
     }
     if w.dynamic.is_some() && w.variant != Variant::Hc {
-        return Err(format!("`dynamic` applies only to `hc`, not `{name}`"));
+        return Err(ResidualError::DynamicOff(name));
     }
     if w.sinkhorn_iters.is_some() && w.variant != Variant::Mhc {
-        return Err(format!(
-            "`sinkhorn_iters` applies only to `mhc`, not `{name}` (mhc_lite needs no iterations)"
-        ));
+        return Err(ResidualError::SinkhornOff(name));
     }
     let streams = w.streams.unwrap_or(HyperConfig::DEFAULT_STREAMS);
     let config = HyperConfig {
@@ -310,7 +280,7 @@ fn hyper_from(w: ResidualWire) -> Result<HyperConfig, String> {
         },
         streams,
     };
-    config.validate().map_err(|e| e.to_string())?;
+    config.validate()?;
     Ok(config)
 }
 

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::analysis::fit::EMode;
 use crate::analysis::load::{LoadedRun, load_runs};
 use crate::analysis::multiplier::{FitOptions, FitReport, analyse};
+use crate::analysis::no_fit::NoFit;
 use crate::analysis::views::fit_points;
 use crate::spec::Sweep;
 use crate::store::write_atomic;
@@ -34,15 +35,15 @@ pub struct AnalysisOptions {
 pub struct Analysis {
     pub runs: Vec<LoadedRun>,
     /// The fit as made, degenerate or not (`fit` writes it either way).
-    pub fits: Result<FitReport, String>,
+    pub fits: Result<FitReport, NoFit>,
 }
 
 impl Analysis {
     /// The fit when its laws can be read; why not otherwise (no fit, or a degenerate one).
-    pub fn law(&self) -> Result<&FitReport, String> {
+    pub fn law(&self) -> Result<&FitReport, NoFit> {
         match &self.fits {
             Ok(r) => match &r.degenerate {
-                Some(why) => Err(format!("no law is drawn, since {why}")),
+                Some(why) => Err(NoFit::Degenerate(why.clone())),
                 None => Ok(r),
             },
             Err(why) => Err(why.clone()),
@@ -56,13 +57,12 @@ pub fn analyse_sweeps(sweeps: &[Sweep], opts: &AnalysisOptions) -> anyhow::Resul
     tasks.sort();
     tasks.dedup();
     let fits = if runs.is_empty() {
-        Err("no finished runs".to_string())
+        Err(NoFit::NoRuns)
     } else if tasks.len() > 1 {
-        Err(format!(
-            "the runs train on {} tasks ({}); loss is not comparable across tasks, so no scaling law is fitted across them",
-            tasks.len(),
-            tasks.join(", ")
-        ))
+        Err(NoFit::SeveralTasks {
+            count: tasks.len(),
+            tasks: tasks.join(", "),
+        })
     } else {
         analyse_with_time(
             &runs,
@@ -84,7 +84,7 @@ fn analyse_with_time(
     runs: &[LoadedRun],
     points: &[crate::analysis::design::RunPoint],
     opts: &FitOptions,
-) -> Result<FitReport, String> {
+) -> Result<FitReport, NoFit> {
     let mut report = analyse(points, opts)?;
     match crate::analysis::wall_clock::wall_clock(runs, &report) {
         Ok(w) => report.wall_clock = w,

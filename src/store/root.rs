@@ -5,6 +5,8 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use thiserror::Error;
+
 /// The deepest path a run writes below its sweep's folder: a run id, the checkpoint being
 /// written and a temporary file named with a pid and a call counter.
 const DEEPEST: &str =
@@ -13,46 +15,71 @@ const DEEPEST: &str =
 const PATH_MAX: usize = 4096;
 const NAME_MAX: usize = 255;
 
-/// Whether a sweep called `sweep` can write its runs under `results`; the message names the
-/// flag and the folder and says what to do.
-pub fn check(results: &Path, sweep: &str) -> Result<(), String> {
+/// Why a sweep cannot write its runs under a `--results` folder (`flag`: `--results PATH`).
+#[derive(Debug, Error)]
+pub enum ResultsFolderError {
+    #[error("{flag}: `{name}` is {bytes} bytes, longer than a folder name may be ({NAME_MAX})")]
+    LongName {
+        flag: String,
+        name: String,
+        bytes: usize,
+    },
+    #[error("{flag}: cannot read {}: {error}", .path.display())]
+    Unreadable {
+        flag: String,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{flag}: {} is not a folder; give a folder (a missing one is created)", .path.display())]
+    NotAFolder { flag: String, path: PathBuf },
+    #[error(
+        "{flag}: cannot write into {} ({error}); give a folder you can write to",
+        .path.display()
+    )]
+    NotWritable {
+        flag: String,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "{flag}: a run's files would have paths of {bytes} bytes, over the system's limit of \
+         {PATH_MAX}; give a shorter results path"
+    )]
+    PathTooLong { flag: String, bytes: usize },
+}
+
+/// Whether a sweep called `sweep` can write its runs under `results`.
+pub fn check(results: &Path, sweep: &str) -> Result<(), ResultsFolderError> {
     let flag = format!("--results {}", results.display());
     if let Some(long) = results
         .components()
         .find(|c| c.as_os_str().len() > NAME_MAX)
     {
-        return Err(format!(
-            "{flag}: `{}` is {} bytes, longer than a folder name may be ({NAME_MAX})",
-            long.as_os_str().to_string_lossy(),
-            long.as_os_str().len()
-        ));
+        return Err(ResultsFolderError::LongName {
+            flag,
+            name: long.as_os_str().to_string_lossy().into_owned(),
+            bytes: long.as_os_str().len(),
+        });
     }
     // The folder itself, or the nearest parent that exists: creating the rest is ours.
-    let existing = nearest_existing(results);
-    let meta = std::fs::metadata(&existing)
-        .map_err(|e| format!("{flag}: cannot read {}: {e}", existing.display()))?;
+    let path = nearest_existing(results);
+    let meta = match std::fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(error) => return Err(ResultsFolderError::Unreadable { flag, path, error }),
+    };
     if !meta.is_dir() {
-        return Err(format!(
-            "{flag}: {} is not a folder; give a folder (a missing one is created)",
-            existing.display()
-        ));
+        return Err(ResultsFolderError::NotAFolder { flag, path });
     }
-    writable(&existing).map_err(|e| {
-        format!(
-            "{flag}: cannot write into {} ({e}); give a folder you can write to",
-            existing.display()
-        )
-    })?;
+    if let Err(error) = writable(&path) {
+        return Err(ResultsFolderError::NotWritable { flag, path, error });
+    }
     let deepest = std::path::absolute(results)
         .unwrap_or_else(|_| results.to_path_buf())
         .join(sweep)
         .join(DEEPEST);
     let bytes = deepest.as_os_str().len();
     if bytes >= PATH_MAX {
-        return Err(format!(
-            "{flag}: a run's files would have paths of {bytes} bytes, over the system's limit \
-             of {PATH_MAX}; give a shorter results path"
-        ));
+        return Err(ResultsFolderError::PathTooLong { flag, bytes });
     }
     Ok(())
 }
@@ -86,15 +113,17 @@ mod tests {
     fn a_file_a_long_name_and_a_long_path_are_refused() {
         let tmp = std::env::temp_dir().join(format!("attnres-root-{}", std::process::id()));
         std::fs::create_dir_all(&tmp).unwrap();
-        assert_eq!(check(&tmp.join("new/deeper"), "s"), Ok(()));
+        assert!(check(&tmp.join("new/deeper"), "s").is_ok());
         let file = tmp.join("afile");
         std::fs::write(&file, "").unwrap();
-        let err = check(&file.join("sub"), "s").unwrap_err();
+        let err = check(&file.join("sub"), "s").unwrap_err().to_string();
         assert!(err.contains("afile is not a folder"), "{err}");
-        let err = check(&tmp.join("x".repeat(300)), "s").unwrap_err();
+        let err = check(&tmp.join("x".repeat(300)), "s")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is 300 bytes"), "{err}");
         let deep = (0..20).fold(tmp.clone(), |p, _| p.join("y".repeat(200)));
-        let err = check(&deep, "s").unwrap_err();
+        let err = check(&deep, "s").unwrap_err().to_string();
         assert!(err.contains("over the system's limit of 4096"), "{err}");
         let _ = std::fs::remove_dir_all(&tmp);
     }
