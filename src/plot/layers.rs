@@ -190,14 +190,12 @@ impl Figure for Profiles<'_> {
             .enumerate()
             .map(|(i, p)| (p.arm.clone(), color(i)))
             .collect();
-        super::side_legend(
-            &legend_area,
-            &entries,
-            &[
-                &format!("lines: mean of {seeds} seeds"),
-                "band: lowest to highest seed",
-                "end of training",
-            ],
-        )
+        let lines = super::seeds_note("lines: ", seeds);
+        let notes: &[&str] = if seeds > 1 {
+            &[&lines, "band: lowest to highest seed", "end of training"]
+        } else {
+            &[&lines, "end of training"]
+        };
+        super::side_legend(&legend_area, &entries, notes)
     }
 }

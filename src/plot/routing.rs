@@ -97,7 +97,7 @@ impl Figure for Routing<'_> {
             .map(|(c, &k)| (c.arm.clone(), color(k)))
             .collect();
         let seeds = self.curves.iter().map(|c| c.seeds).max().unwrap_or(0);
-        let note = format!("mean of {seeds} seeds");
+        let note = super::seeds_note("", seeds);
         side_legend(
             &legend_area,
             &entries,
