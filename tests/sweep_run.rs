@@ -103,6 +103,10 @@ fn a_second_run_trains_nothing_and_a_killed_sweep_loses_nothing() {
     let o = run_sweep(&sweep, &results).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("0 trained, 6 done already"), "{out}");
+    assert!(
+        !out.contains("jobs:"),
+        "nothing left to train, yet it chose jobs: {out}"
+    );
     assert_eq!(summary_times(&results), after);
 
     let o = attnres()

@@ -9,8 +9,11 @@ use super::plan::{PlanArgs, run_plan};
 use super::sweep_args::{SweepArgs, results_flag};
 use super::train::DeviceArgs;
 use crate::backend::BackendKind;
-use crate::runner::{Filter, RunOutcome, RunnerOptions, SweepReport, outcome_text, run_sweep};
+use crate::runner::{
+    Filter, RunOutcome, RunnerOptions, SweepReport, outcome_text, run_sweep, view,
+};
 use crate::spec::Sweep;
+use crate::store::{RunDir, RunState};
 
 /// Checks files, and the memory of the runs `filters` select on `device`, located in the
 /// sweep file; exit 2 on failure.
@@ -75,21 +78,32 @@ pub struct RunArgs {
     pub device: DeviceArgs,
 }
 
-/// The default `--jobs` (`runner::capacity::default_jobs`), lowered until every selected
-/// run fits its share of memory, and printed. At worst 1: a run that does not fit even
-/// alone is then refused by `check_environment`, as with an explicit `--jobs`.
+/// The default `--jobs` (`runner::capacity::default_jobs`) for the selected runs not done
+/// yet, lowered until every selected run fits its share of memory, and printed. At worst
+/// 1: a run that does not fit even alone is then refused by `check_environment`, as with
+/// an explicit `--jobs`. With nothing left to train, 1 and nothing printed.
 fn auto_jobs(
     sweep: &Sweep,
     filters: &[Filter],
-    device: &str,
-    threads: Option<usize>,
+    (device, threads): (&str, Option<usize>),
+    results: &Path,
 ) -> anyhow::Result<usize> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runs = sweep
+    let root = sweep.results_dir(results);
+    let mut runs = 0;
+    for run in sweep
         .runs
         .iter()
         .filter(|r| filters.iter().all(|f| f.matches(r)))
-        .count();
+    {
+        if view(&RunDir::new(root.join(&run.id)))?.state != RunState::Done {
+            runs += 1;
+        }
+    }
+    if runs == 0 {
+        // Nothing left to train: no jobs to choose, and nothing to say about them.
+        return Ok(1);
+    }
     let (jobs, why) = crate::runner::capacity::default_jobs(device, threads, cores, runs);
     for j in (2..=jobs).rev() {
         let limit = crate::runner::capacity::memory_limit(device, j);
@@ -196,7 +210,12 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     let jobs = match args.jobs {
         Some(jobs) => jobs,
         None if !args.devices.is_empty() => 1,
-        None => auto_jobs(&sweep, &filters, &args.device.device, args.device.threads)?,
+        None => auto_jobs(
+            &sweep,
+            &filters,
+            (&args.device.device, args.device.threads),
+            &args.sweep.results,
+        )?,
     };
     if args.dry_run {
         return run_plan(PlanArgs {
