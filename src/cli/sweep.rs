@@ -10,10 +10,9 @@ use super::sweep_args::{SweepArgs, results_flag};
 use super::train::DeviceArgs;
 use crate::backend::BackendKind;
 use crate::runner::{
-    Filter, RunOutcome, RunnerOptions, SweepReport, outcome_text, run_sweep, view,
+    Filter, RunOutcome, RunnerOptions, SweepReport, outcome_text, run_sweep, runs_to_train,
 };
 use crate::spec::Sweep;
-use crate::store::{RunDir, RunState};
 
 /// Checks files, and the memory of the runs `filters` select on `device`, located in the
 /// sweep file; exit 2 on failure.
@@ -78,28 +77,21 @@ pub struct RunArgs {
     pub device: DeviceArgs,
 }
 
-/// The default `--jobs` (`runner::capacity::default_jobs`) for the selected runs not done
-/// yet, lowered until every selected run fits its share of memory, and printed. At worst
+/// The default `--jobs` (`runner::capacity::default_jobs`) for the runs there are to train
+/// (`runner::runs_to_train`), lowered until every selected run fits its share of memory, and printed. At worst
 /// 1: a run that does not fit even alone is then refused by `check_environment`, as with
 /// an explicit `--jobs`. With nothing left to train, 1 and nothing printed.
 fn auto_jobs(
     sweep: &Sweep,
     filters: &[Filter],
     (device, threads): (&str, Option<usize>),
-    results: &Path,
+    (results, retry_failed): (&Path, bool),
 ) -> anyhow::Result<usize> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let root = sweep.results_dir(results);
-    let mut runs = 0;
-    for run in sweep
-        .runs
-        .iter()
-        .filter(|r| filters.iter().all(|f| f.matches(r)))
-    {
-        if view(&RunDir::new(root.join(&run.id)))?.state != RunState::Done {
-            runs += 1;
-        }
-    }
+    let runs = runs_to_train(sweep, (filters, retry_failed), &root)?
+        .1
+        .len();
     if runs == 0 {
         // Nothing left to train: no jobs to choose, and nothing to say about them.
         return Ok(1);
@@ -214,7 +206,7 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
             &sweep,
             &filters,
             (&args.device.device, args.device.threads),
-            &args.sweep.results,
+            (&args.sweep.results, args.retry_failed),
         )?,
     };
     if args.dry_run {

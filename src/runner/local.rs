@@ -93,7 +93,7 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
         &root.join("sweep.yaml"),
         std::fs::read(&sweep.path)?.as_slice(),
     )?;
-    let (mut report, todo) = runs_to_train(sweep, opts, &root)?;
+    let (mut report, todo) = runs_to_train(sweep, (&opts.filters, opts.retry_failed), &root)?;
     if todo.is_empty() {
         return Ok(report);
     }
@@ -176,9 +176,9 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
 
 /// The selected runs that need training, and the report of those that do not: done
 /// already, or failed before (unless `retry_failed`).
-fn runs_to_train<'s>(
+pub fn runs_to_train<'s>(
     sweep: &'s Sweep,
-    opts: &RunnerOptions,
+    (filters, retry_failed): (&[Filter], bool),
     root: &Path,
 ) -> anyhow::Result<(SweepReport, Vec<&'s PlannedRun>)> {
     let mut report = SweepReport::default();
@@ -186,11 +186,11 @@ fn runs_to_train<'s>(
     let selected = sweep
         .runs
         .iter()
-        .filter(|r| opts.filters.iter().all(|f| f.matches(r)));
+        .filter(|r| filters.iter().all(|f| f.matches(r)));
     for run in selected {
         match view(&RunDir::new(root.join(&run.id)))?.state {
             RunState::Done => report.outcomes.push((run.clone(), RunOutcome::AlreadyDone)),
-            RunState::Failed if !opts.retry_failed => report
+            RunState::Failed if !retry_failed => report
                 .outcomes
                 .push((run.clone(), RunOutcome::FailedBefore)),
             _ => todo.push(run),

@@ -10,7 +10,9 @@ pub mod slurm;
 pub mod slurm_queue;
 
 pub use filter::Filter;
-pub use local::{RunOutcome, RunnerOptions, SweepReport, job_devices, outcome_text, run_sweep};
+pub use local::{
+    RunOutcome, RunnerOptions, SweepReport, job_devices, outcome_text, run_sweep, runs_to_train,
+};
 
 use crate::spec::PlannedRun;
 use crate::store::lease::Lease;
