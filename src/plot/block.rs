@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, color, err, padded};
+use super::{Figure, Frame, color, err, house_mesh, padded};
 use crate::analysis::stats::SeedMean;
 
 /// The drawn extent of a seed mean: its t-interval, or the mean alone with one seed.
@@ -55,34 +55,28 @@ impl Figure for BlockSize<'_> {
                 .chain(refs.flat_map(|r| <[f64; 2]>::from(span(&r)))),
             0.15,
         );
-        let mut chart = ChartBuilder::on(area)
-            .caption(&self.title, (FONT, 22))
-            .margin(14)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            .build_cartesian_2d(-0.5..x1, y0..y1)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("Block size S (layers per block, log2 axis)")
-            .y_desc("Validation loss (nats/token)")
-            // Twice the integer positions, so that plotters offers every power of two (the
-            // formatter blanks the half steps).
-            .x_labels((2.0 * (x1 + 0.5)) as usize + 1)
-            .x_label_formatter(&|x| {
-                let s = x.exp2();
-                if (s - s.round()).abs() < 1e-6 && x.fract().abs() < 1e-6 {
-                    format!("{}", s.round())
-                } else {
-                    String::new()
-                }
-            })
-            .y_label_formatter(&|y| format!("{y:.3}"))
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 17))
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(err)?;
+        let mut chart = Frame::FIGURE.chart(area, &self.title, -0.5..x1, y0..y1)?;
+        house_mesh(
+            chart
+                .configure_mesh()
+                .x_desc("Block size S (layers per block, log2 axis)")
+                .y_desc("Validation loss (nats/token)")
+                // Twice the integer positions, so that plotters offers every power of two (the
+                // formatter blanks the half steps).
+                .x_labels((2.0 * (x1 + 0.5)) as usize + 1)
+                .x_label_formatter(&|x| {
+                    let s = x.exp2();
+                    if (s - s.round()).abs() < 1e-6 && x.fract().abs() < 1e-6 {
+                        format!("{}", s.round())
+                    } else {
+                        String::new()
+                    }
+                })
+                .y_label_formatter(&|y| format!("{y:.3}")),
+            (15, 17),
+        )
+        .draw()
+        .map_err(err)?;
         for (r, name, c) in [
             (self.baseline, "baseline", color(0)),
             (self.full, "Full AttnRes (S = 1)", color(1)),

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, padded};
+use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, padded};
 pub use crate::analysis::cost::CostCurve;
 
 /// Which points of a curve a panel draws.
@@ -52,13 +52,12 @@ impl Figure for Cost<'_> {
                 self.curves.iter().flat_map(|c| pick(c).iter().map(|p| p.1)),
                 0.08,
             );
-            let mut chart = ChartBuilder::on(panel)
-                .caption(*caption, (FONT, 17))
-                .margin(10)
-                .x_label_area_size(42)
-                .y_label_area_size(55)
-                .build_cartesian_2d(3.0..x_max.log2(), 0.0..y1.max(1.0))
-                .map_err(err)?;
+            let mut chart = Frame::new(17, 10, 42, 55).chart(
+                panel,
+                *caption,
+                3.0..x_max.log2(),
+                0.0..y1.max(1.0),
+            )?;
             super::house_mesh(
                 chart
                     .configure_mesh()

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, padded, sci};
+use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, padded, sci};
 pub use crate::analysis::figures::RunCurve;
 
 /// Panels per row: two keep the figure near 1200 px wide, so its text reads at page width.
@@ -141,13 +141,8 @@ impl Curves<'_> {
                 .flat_map(|p| [p.1, p.2, p.3])
         });
         let (y0, y1) = padded(ys, 0.05);
-        let mut chart = ChartBuilder::on(panel)
-            .caption(format!("size {size}"), (FONT, 20))
-            .margin(12)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x1, y0..y1)
-            .map_err(err)?;
+        let mut chart =
+            Frame::new(20, 12, 50, 70).chart(panel, format!("size {size}"), 0.0..x1, y0..y1)?;
         super::house_mesh(
             chart
                 .configure_mesh()

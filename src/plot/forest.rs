@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, color, err, house_mesh, padded};
+use super::{Figure, Frame, color, err, house_mesh, padded};
 use crate::analysis::paired::PairedTable;
 
 struct Forest<'a> {
@@ -65,13 +65,11 @@ impl Figure for Forest<'_> {
             .iter()
             .map(|r| format!("{}  {}", r.arm, r.cell))
             .collect();
-        let mut chart = ChartBuilder::on(area)
-            .caption(&self.title, (FONT, 22))
-            .margin(14)
-            .x_label_area_size(50)
-            .y_label_area_size(230)
-            .build_cartesian_2d(x0..x1, -1..n as i32)
-            .map_err(err)?;
+        let mut chart = Frame {
+            y_labels: 230,
+            ..Frame::FIGURE
+        }
+        .chart(area, &self.title, x0..x1, -1..n as i32)?;
         house_mesh(
             chart
                 .configure_mesh()
@@ -81,13 +79,7 @@ impl Figure for Forest<'_> {
                     "arm − {} (nats/token), same seed; filled: survives Holm over {} at {}",
                     self.reference, self.table.comparisons, self.table.alpha
                 ))
-                .x_label_formatter(&|x| {
-                    if x.abs() < 1e-9 {
-                        "0".into()
-                    } else {
-                        format!("{x:+.3}")
-                    }
-                })
+                .x_label_formatter(&signed)
                 .y_label_formatter(&|y| {
                     let i = n as i64 - 1 - i64::from(*y);
                     usize::try_from(i)
@@ -131,5 +123,14 @@ impl Figure for Forest<'_> {
                 .map_err(err)?;
         }
         Ok(())
+    }
+}
+
+/// A difference's tick label: signed, to three decimals, and a bare 0.
+fn signed(x: &f64) -> String {
+    if x.abs() < 1e-9 {
+        "0".into()
+    } else {
+        format!("{x:+.3}")
     }
 }

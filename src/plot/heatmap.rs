@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use plotters::style::colors::colormaps::ViridisRGB;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{FONT, Figure, err};
+use super::{FONT, Figure, Frame, err};
 pub use crate::analysis::figures::Grid;
 
 struct Heatmaps<'a> {
@@ -89,13 +89,12 @@ impl Heatmaps<'_> {
                 names.get(i as usize).cloned().unwrap_or_default()
             }
         };
-        let mut chart = ChartBuilder::on(panel)
-            .caption(&grid.title, (FONT, 16))
-            .margin(8)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(-0.5..nc as f64 - 0.5, -0.5..nr as f64 - 0.5)
-            .map_err(err)?;
+        let mut chart = Frame::new(16, 8, 40, 60).chart(
+            panel,
+            &grid.title,
+            -0.5..nc as f64 - 0.5,
+            -0.5..nr as f64 - 0.5,
+        )?;
         chart
             .configure_mesh()
             .disable_mesh()
@@ -134,26 +133,33 @@ impl Heatmaps<'_> {
                 .map_err(err)?;
         }
         if self.annotate {
-            let (lo, hi) = range;
             chart
-                .draw_series(cells().map(|(r, c, v)| {
-                    let t = (v - lo) / (hi - lo);
-                    let dark_cell = if self.low_is_bright { t > 0.5 } else { t < 0.5 };
-                    let ink = if dark_cell { WHITE } else { BLACK };
-                    let text = if v.abs() < 1.0 {
-                        format!("{v:.2}")
-                    } else {
-                        format!("{v:.3}")
-                    };
-                    let style = (FONT, 11)
-                        .into_font()
-                        .color(&ink)
-                        .pos(Pos::new(HPos::Center, VPos::Center));
-                    Text::new(text, (c, r), style)
-                }))
+                .draw_series(cells().map(|(r, c, v)| self.annotation(v, (c, r), range)))
                 .map_err(err)?;
         }
         Ok(())
+    }
+
+    /// A cell's value printed on it at `at`: white on dark cells, black on bright ones.
+    fn annotation(
+        &self,
+        v: f64,
+        at: (f64, f64),
+        (lo, hi): (f64, f64),
+    ) -> Text<'_, (f64, f64), String> {
+        let t = (v - lo) / (hi - lo);
+        let dark_cell = if self.low_is_bright { t > 0.5 } else { t < 0.5 };
+        let ink = if dark_cell { WHITE } else { BLACK };
+        let text = if v.abs() < 1.0 {
+            format!("{v:.2}")
+        } else {
+            format!("{v:.3}")
+        };
+        let style = (FONT, 11)
+            .into_font()
+            .color(&ink)
+            .pos(Pos::new(HPos::Center, VPos::Center));
+        Text::new(text, at, style)
     }
 
     /// The shared colour scale under the panels: five labelled ticks, and what it measures

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, log_ticks, padded_log, sci};
+use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, log_ticks, padded_log, sci};
 pub use crate::analysis::figures::Profile;
 
 /// Three panels this wide keep the figure near 1300 px, so its text reads at page width.
@@ -108,16 +108,12 @@ impl Profiles<'_> {
                 .chain(bands.iter().flatten().flat_map(|b| [b.0, b.1])),
             1.3,
         );
-        let mut chart = ChartBuilder::on(panel)
-            .caption(caption, (FONT, 18))
-            .margin(10)
-            .x_label_area_size(50)
-            .y_label_area_size(72)
-            .build_cartesian_2d(
-                -0.3..(n as f64 - 0.7),
-                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
-            )
-            .map_err(err)?;
+        let mut chart = Frame::new(18, 10, 50, 72).chart(
+            panel,
+            caption,
+            -0.3..(n as f64 - 0.7),
+            (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+        )?;
         super::house_mesh(
             chart
                 .configure_mesh()

@@ -6,7 +6,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::block::span;
-use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, side_legend};
+use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, side_legend};
 use crate::analysis::stats::SeedMean;
 
 /// One line: an arm's seed means at each x.
@@ -94,13 +94,8 @@ fn draw_panel<DB: DrawingBackend>(
             .flat_map(|l| l.points.iter().flat_map(|p| <[f64; 2]>::from(span(&p.1)))),
         0.12,
     );
-    let mut chart = ChartBuilder::on(area)
-        .caption(&panel.title, (FONT, 17))
-        .margin(12)
-        .x_label_area_size(46)
-        .y_label_area_size(64)
-        .build_cartesian_2d(-0.5..n_x as f64 - 0.5, y0..y1)
-        .map_err(err)?;
+    let mut chart =
+        Frame::new(17, 12, 46, 64).chart(area, &panel.title, -0.5..n_x as f64 - 0.5, y0..y1)?;
     // Decimals enough to tell ticks apart, and no more (about 6 ticks over the range).
     let digits = ((-((y1 - y0) / 6.0).log10()).ceil().max(0.0) as usize).min(4);
     let labels = xs.clone();

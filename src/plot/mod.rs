@@ -6,6 +6,7 @@ pub mod block;
 pub mod cost;
 pub mod curves;
 pub mod forest;
+mod frame;
 pub mod heatmap;
 pub mod layers;
 pub mod lines;
@@ -15,7 +16,6 @@ pub mod scaling;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -24,6 +24,7 @@ pub use block::block_size;
 pub use cost::depth_cost;
 pub use curves::training_curves;
 pub use forest::forest;
+pub use frame::{Frame, house_mesh};
 pub use heatmap::{depth_attention, depth_width};
 pub use layers::layer_profiles;
 pub use lines::{Line, Panel, interval_lines};
@@ -187,21 +188,6 @@ fn render<DB: DrawingBackend>(
     area.fill(&WHITE).map_err(|e| fail(err(e)))?;
     figure.draw(&area).map_err(fail)?;
     area.present().map_err(|e| fail(err(e)))
-}
-
-/// The axes every line figure uses: tick labels at `(labels, titles)` points, no fine grid.
-pub fn house_mesh<'m, 'a, 'b, X, Y, DB>(
-    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
-    (labels, titles): (u32, u32),
-) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
-where
-    X: Ranged,
-    Y: Ranged,
-    DB: DrawingBackend,
-{
-    mesh.label_style((FONT, labels))
-        .axis_desc_style((FONT, titles))
-        .light_line_style(WHITE.mix(0.0))
 }
 
 /// The legend box every figure uses.

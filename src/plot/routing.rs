@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, sci, side_legend};
+use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, sci, side_legend};
 use crate::analysis::depth_views::RoutingCurve;
 
 /// Which value of a routing point a panel draws.
@@ -58,13 +58,7 @@ impl Figure for Routing<'_> {
                 self.curves.iter().flat_map(|c| c.points.iter().map(value)),
                 0.1,
             );
-            let mut chart = ChartBuilder::on(panel)
-                .caption(*name, (FONT, 19))
-                .margin(12)
-                .x_label_area_size(50)
-                .y_label_area_size(70)
-                .build_cartesian_2d(0.0..x1, y0..y1)
-                .map_err(err)?;
+            let mut chart = Frame::new(19, 12, 50, 70).chart(panel, *name, 0.0..x1, y0..y1)?;
             house_mesh(
                 chart
                     .configure_mesh()

@@ -3,7 +3,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, color, draw_marked, err, log_ticks, marker, padded_log, sci};
+use super::{FONT, Figure, Frame, color, draw_marked, err, log_ticks, marker, padded_log, sci};
 pub use crate::analysis::figures::ArmSeries;
 use crate::analysis::fit::Law;
 use crate::analysis::multiplier::{ArmFit, FitReport};
@@ -57,16 +57,12 @@ impl Figure for Scaling<'_> {
             (area.clone(), None)
         };
         let area = &area;
-        let mut chart = ChartBuilder::on(area)
-            .caption(&self.title, (FONT, 22))
-            .margin(14)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
-                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
-            )
-            .map_err(err)?;
+        let mut chart = Frame::FIGURE.chart(
+            area,
+            &self.title,
+            (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+            (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+        )?;
         super::house_mesh(
             chart
                 .configure_mesh()
@@ -308,16 +304,12 @@ impl Figure for Multiplier<'_> {
                 .chain([1.0]),
             0.08,
         );
-        let mut chart = ChartBuilder::on(area)
-            .caption(&self.title, (FONT, 22))
-            .margin(14)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
-                y0..y1,
-            )
-            .map_err(err)?;
+        let mut chart = Frame::FIGURE.chart(
+            area,
+            &self.title,
+            (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+            y0..y1,
+        )?;
         super::house_mesh(
             chart
                 .configure_mesh()
