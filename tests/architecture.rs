@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use attnres::model::Lm;
+use attnres::model::config::Variant;
 use attnres::model::params::named_params;
-use attnres::model::wire::Variant;
 use common::*;
 
 fn doc(name: &str) -> String {

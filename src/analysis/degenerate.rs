@@ -67,8 +67,8 @@ pub fn degenerate(
 
 #[cfg(test)]
 mod tests {
-    use super::super::fit::fit;
     use super::*;
+    use crate::analysis::fit::fit;
 
     /// Four computes, 4x apart.
     const COMPUTE: [f64; 4] = [1e-6, 4e-6, 1.6e-5, 6.4e-5];

@@ -18,7 +18,6 @@ use super::no_fit::NoFit;
 use super::paired::{PairedTable, paired_table};
 use super::stats::{LEVEL, ext_f64, normal_quantile, percentile, t_quantile};
 use super::validation::{HoldOut, hold_out_largest};
-use super::wall_clock::WallClock;
 
 /// A point estimate with its 95% bootstrap interval. `hi` is infinite when more than 2.5%
 /// of the resamples gave an infinite multiplier; `lo` is 0 when failed resamples fill the
@@ -361,4 +360,26 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, NoFi
         wall_clock: Vec::new(),
         wall_clock_missing: None,
     })
+}
+
+/// One arm's wall-clock multiplier against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WallClock {
+    pub arm: String,
+    /// The size whose runs were timed (the largest, where the multiplier is read).
+    pub size: String,
+    /// The baseline's time per token over the arm's: below 1 when the arm is slower.
+    pub speed_ratio: f64,
+    /// The ratio's 95% Student-t interval over seeds (NaN with one seed).
+    #[serde(with = "ext_f64")]
+    pub speed_lo: f64,
+    #[serde(with = "ext_f64")]
+    pub speed_hi: f64,
+    /// Seeds paired.
+    pub seeds: usize,
+    /// The compute multiplier times `speed_ratio`; its interval combines the compute
+    /// multiplier's bootstrap interval and the ratio's (`wall_clock.rs`).
+    pub multiplier: Estimate,
+    /// Where the runs were timed: CPU or GPU, backend and threads.
+    pub machine: String,
 }

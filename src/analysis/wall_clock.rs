@@ -13,35 +13,11 @@
 //! half-width and the ratio's t half-width. Loss noise comes from the seeds and timing noise
 //! from the machine, so they are taken as independent.
 
-use serde::{Deserialize, Serialize};
-
 use super::load::LoadedRun;
-use super::multiplier::{Estimate, FitReport};
-use super::stats::{LEVEL, ext_f64, mean_sd, t_quantile};
+use super::multiplier::{Estimate, FitReport, WallClock};
+use super::stats::{LEVEL, mean_sd, t_quantile};
 use super::views;
 use crate::store::metrics::read_steps;
-
-/// One arm's wall-clock multiplier against the baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WallClock {
-    pub arm: String,
-    /// The size whose runs were timed (the largest, where the multiplier is read).
-    pub size: String,
-    /// The baseline's time per token over the arm's: below 1 when the arm is slower.
-    pub speed_ratio: f64,
-    /// The ratio's 95% Student-t interval over seeds (NaN with one seed).
-    #[serde(with = "ext_f64")]
-    pub speed_lo: f64,
-    #[serde(with = "ext_f64")]
-    pub speed_hi: f64,
-    /// Seeds paired.
-    pub seeds: usize,
-    /// The compute multiplier times `speed_ratio`; its interval combines the compute
-    /// multiplier's bootstrap interval and the ratio's (module docs).
-    pub multiplier: Estimate,
-    /// Where the runs were timed: CPU or GPU, backend and threads.
-    pub machine: String,
-}
 
 /// Every arm's wall-clock multiplier, or why there is none (runs timed on different
 /// machines, no seed with both runs, no compute multiplier).

@@ -4,8 +4,7 @@
 use clap::Args;
 
 use super::status::task_column;
-use super::sweep::check_environment;
-use super::sweep_args::SweepArgs;
+use super::sweep_args::{SweepArgs, check_environment};
 use super::thousands;
 use crate::backend::BackendKind;
 use crate::fmt::{bytes_text, duration};

@@ -6,49 +6,13 @@ use clap::Args;
 
 use super::InputError;
 use super::plan::{PlanArgs, run_plan};
-use super::sweep_args::{SweepArgs, results_flag};
+use super::sweep_args::{SweepArgs, check_environment, results_flag};
 use super::train::DeviceArgs;
 use crate::backend::BackendKind;
 use crate::runner::{
     Filter, RunOutcome, RunnerOptions, SweepReport, outcome_text, run_sweep, runs_to_train,
 };
 use crate::spec::Sweep;
-
-/// Checks files, and the memory of the runs `filters` select on `device`, located in the
-/// sweep file; exit 2 on failure.
-pub(super) fn check_environment(
-    sweep: &Sweep,
-    filters: &[Filter],
-    (backend, device): (BackendKind, &str),
-    jobs: usize,
-) -> anyhow::Result<()> {
-    crate::backend::device(backend, device)
-        .map_err(|e| InputError(format!("--device {device}: {e}")))?;
-    let selected = |r: &&crate::spec::PlannedRun| filters.iter().all(|f| f.matches(r));
-    if backend != BackendKind::Tch
-        && let Some(r) = sweep
-            .runs
-            .iter()
-            .filter(selected)
-            .find(|r| !r.spec.train.precision.is_f32())
-    {
-        anyhow::bail!(InputError(format!(
-            "{}: run {} trains in {}, which only the tch backend does; pass `--backend tch`",
-            sweep.path.display(),
-            crate::runner::describe(r),
-            r.spec.train.precision.name()
-        )));
-    }
-    let limit = crate::runner::capacity::memory_limit(device, jobs);
-    if limit.is_none() {
-        eprintln!(
-            "note: cannot read the memory of `{device}` here; runs are not checked against it"
-        );
-    }
-    sweep
-        .check_environment(limit.as_ref(), &|r| filters.iter().all(|f| f.matches(r)))
-        .map_err(|e| InputError(e.to_string()).into())
-}
 
 #[derive(Debug, Args)]
 pub struct RunArgs {

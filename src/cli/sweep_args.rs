@@ -1,11 +1,13 @@
-//! The arguments every sweep command takes (the sweep file, `--results`, `--filter`), and
-//! loading the sweep they name with its filters checked.
+//! The arguments every sweep command takes (the sweep file, `--results`, `--filter`),
+//! loading the sweep they name with its filters checked, and checking its runs against this
+//! machine.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::InputError;
+use crate::backend::BackendKind;
 use crate::runner::Filter;
 use crate::spec::Sweep;
 
@@ -81,4 +83,40 @@ pub(super) fn results_flag(results: &std::path::Path) -> String {
     } else {
         format!(" --results {}", results.display())
     }
+}
+
+/// Checks files, and the memory of the runs `filters` select on `device`, located in the
+/// sweep file; exit 2 on failure.
+pub(super) fn check_environment(
+    sweep: &Sweep,
+    filters: &[Filter],
+    (backend, device): (BackendKind, &str),
+    jobs: usize,
+) -> anyhow::Result<()> {
+    crate::backend::device(backend, device)
+        .map_err(|e| InputError(format!("--device {device}: {e}")))?;
+    let selected = |r: &&crate::spec::PlannedRun| filters.iter().all(|f| f.matches(r));
+    if backend != BackendKind::Tch
+        && let Some(r) = sweep
+            .runs
+            .iter()
+            .filter(selected)
+            .find(|r| !r.spec.train.precision.is_f32())
+    {
+        anyhow::bail!(InputError(format!(
+            "{}: run {} trains in {}, which only the tch backend does; pass `--backend tch`",
+            sweep.path.display(),
+            crate::runner::describe(r),
+            r.spec.train.precision.name()
+        )));
+    }
+    let limit = crate::runner::capacity::memory_limit(device, jobs);
+    if limit.is_none() {
+        eprintln!(
+            "note: cannot read the memory of `{device}` here; runs are not checked against it"
+        );
+    }
+    sweep
+        .check_environment(limit.as_ref(), &|r| filters.iter().all(|f| f.matches(r)))
+        .map_err(|e| InputError(e.to_string()).into())
 }

@@ -2,11 +2,13 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use super::hyper::{HyperConfig, HyperKind};
-pub use super::wire::{ResidualEntry, ResidualWire, Variant};
+pub use hyper::{HyperConfig, HyperKind};
 pub use validate::ConfigError;
+pub use wire::{ResidualEntry, ResidualWire, Variant};
 
+mod hyper;
 mod validate;
+mod wire;
 
 /// Everything needed to build a model; parameter and FLOP counts come from this alone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,6 @@
 pub mod attention;
 pub mod config;
 pub mod flops;
-pub mod hyper;
 pub mod init;
 #[allow(deprecated)] // the extension macro names burn-tch's backend, which burn 0.22 deprecates.
 pub mod kernels;
@@ -16,7 +15,6 @@ pub mod params;
 pub mod residual;
 pub mod rope;
 pub mod sources;
-pub mod wire;
 
 pub use config::{AttnResConfig, ModelConfig, ResidualConfig};
 pub use lm::Lm;

@@ -4,9 +4,9 @@
 
 use crate::analysis::bootstrap::Resampling;
 use crate::analysis::figures::Profile;
+use crate::analysis::multiplier::WallClock;
 use crate::analysis::multiplier::{DeltaInterval, Estimate, FitReport};
 use crate::analysis::paired::PairedTable;
-use crate::analysis::wall_clock::WallClock;
 use paired::paired;
 
 /// An arm is called unstable when its largest hidden-state RMS, or the spread of its gradient

@@ -1,7 +1,7 @@
 //! The configuration of the multi-stream families: hyper-connections, mHC and mHC-lite
-//! (SPEC section 6, docs/method.md); re-exported by `config`.
+//! (SPEC section 6, docs/method.md).
 
-use super::config::ConfigError;
+use super::ConfigError;
 
 /// The multi-stream families (SPEC section 6, docs/method.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

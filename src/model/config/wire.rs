@@ -4,9 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{
-    AttnResConfig, HyperConfig, HyperKind, Mixing, Normalize, QueryKind, ResidualConfig,
-};
+use super::{AttnResConfig, HyperConfig, HyperKind, Mixing, Normalize, QueryKind, ResidualConfig};
 
 mod error;
 pub use error::ResidualError;

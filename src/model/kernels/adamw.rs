@@ -153,24 +153,25 @@ pub(super) mod tch_kernel {
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
 
-    use super::super::composed;
-    use super::super::omp::for_each_task;
-    use super::super::tch_memory::{empty, floats, slice_mut};
     use super::AdamWStep;
     use super::rows::{self, Inputs, Outputs};
+    use crate::model::kernels::omp::for_each_task;
+    use crate::model::kernels::tch_memory::{empty, floats, slice_mut};
 
     type T = FloatTensor<LibTorch>;
 
     /// Entries per task (any split gives the same results).
     const TASK: usize = 1 << 14;
 
-    pub fn step(p: T, g: T, m1: T, m2: T, step: AdamWStep, first: bool) -> (T, T, T) {
-        let [pc, gc, m1c, m2c] = [&p, &g, &m1, &m2].map(|t| t.tensor.contiguous());
+    /// The step on f32 CPU tensors of one shape; `None` for others, which take the composed
+    /// form (`composed::adamw_step`).
+    pub fn step(p: &T, g: &T, m1: &T, m2: &T, step: AdamWStep, first: bool) -> Option<(T, T, T)> {
+        let [pc, gc, m1c, m2c] = [p, g, m1, m2].map(|t| t.tensor.contiguous());
         let same = [&gc, &m1c, &m2c].iter().all(|t| t.size() == pc.size());
         let (Some(pv), Some(gv), Some(m1v), Some(m2v), true) =
             (floats(&pc), floats(&gc), floats(&m1c), floats(&m2c), same)
         else {
-            return composed::adamw_step::<LibTorch>(p, g, m1, m2, step, first);
+            return None;
         };
         let s = step.scalars(first);
         let size = pc.size();
@@ -191,7 +192,7 @@ pub(super) mod tch_kernel {
             };
             rows::step(&s, inputs, out);
         });
-        (TchTensor::new(po), TchTensor::new(m1o), TchTensor::new(m2o))
+        Some((TchTensor::new(po), TchTensor::new(m1o), TchTensor::new(m2o)))
     }
 
     /// A fresh output's tasks' shares.

@@ -1,56 +1,10 @@
 //! Every completed source's gradient formed once, at its push (`stack::GradMode::AtPush`),
 //! with the mixing steps' parts of it that need the source: a step's backward keeps what the
-//! pushes need ([`StepRecord`]) and reads none of its completed sources; each push reads its
-//! source once, forms its gradient and adds each step's share of that step's query gradient
-//! (`mix_rows/at_push.rs` and `mix_rows/push.rs` have the formulas; a push may form a group
-//! of sources at once, `stack_grad.rs`). On libtorch in f32 on the CPU the row kernels do
+//! pushes need (`step_record::StepRecord`) and reads none of its completed sources; each push
+//! reads its source once, forms its gradient and adds each step's share of that step's query
+//! gradient (`mix_rows/at_push.rs` and `mix_rows/push.rs` have the formulas; a push may form
+//! a group of sources at once, `stack_grad.rs`). On libtorch in f32 on the CPU the row kernels do
 //! both ends; elsewhere a step's backward declines and the stack's buffer takes it.
-
-use std::any::Any;
-use std::sync::{Arc, Mutex};
-
-use burn::backend::autodiff::NodeId;
-use burn::backend::{Backend, tensor::FloatTensor};
-
-/// What one mixing step's backward keeps for the pushes of the stacked sources it read: its
-/// `g` `[N, d]`, query `[d]`, the softmax weights its forward saved `[N, K', 3]`, its
-/// `g . x` `[N]`, how many stacked sources it read (`K`), whether the key norm applies,
-/// and the node of its query and the query's gradient `[d]` so far,
-/// to which each push adds its share (the clones of a record share it).
-#[derive(Clone)]
-pub(super) struct StepRecord<B: Backend> {
-    pub g: FloatTensor<B>,
-    pub q: FloatTensor<B>,
-    pub saved: FloatTensor<B>,
-    pub gx: FloatTensor<B>,
-    pub completed: usize,
-    pub key_norm: bool,
-    pub q_node: Option<NodeId>,
-    pub dq: Arc<Mutex<FloatTensor<B>>>,
-}
-
-impl<B: Backend> StepRecord<B> {
-    /// The query's gradient so far.
-    pub fn dq(&self) -> FloatTensor<B> {
-        self.dq.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Adds `share` to the query's gradient.
-    pub fn add_dq(&self, share: FloatTensor<B>) {
-        let mut dq = self.dq.lock().unwrap_or_else(|e| e.into_inner());
-        *dq = B::float_add(dq.clone(), share);
-    }
-}
-
-/// The boxed records `KernelOps::stack_source_grad` takes, unboxed (every one a
-/// `StepRecord<B>`: the stack hands over only those).
-pub(super) fn unbox<B: Backend>(steps: Vec<Box<dyn Any + Send>>) -> Vec<StepRecord<B>> {
-    steps
-        .into_iter()
-        .filter_map(|s| s.downcast::<StepRecord<B>>().ok())
-        .map(|s| *s)
-        .collect()
-}
 
 #[cfg(feature = "tch")]
 #[allow(deprecated)] // burn 0.22 deprecates burn-tch, but it is still our fastest CPU backend.
@@ -61,16 +15,18 @@ pub(super) mod tch_kernel {
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
 
-    use super::super::composed;
-    use super::super::mix::tch_kernel::{slotted, sources};
-    use super::super::mix_rows;
-    use super::super::stack_grad::padded_slots;
-    use super::super::tch_memory::{cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut};
-    use super::unbox;
+    use crate::model::kernels::composed;
+    use crate::model::kernels::mix::tch_kernel::{slotted, sources};
+    use crate::model::kernels::mix_rows;
+    use crate::model::kernels::stack_grad::padded_slots;
+    use crate::model::kernels::step_record::unbox;
+    use crate::model::kernels::tch_memory::{
+        cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut,
+    };
 
     type T = FloatTensor<LibTorch>;
 
-    /// See [`KernelOps::depth_mix_backward_at_push`](super::super::KernelOps::depth_mix_backward_at_push):
+    /// See [`KernelOps::depth_mix_backward_at_push`](crate::model::kernels::KernelOps::depth_mix_backward_at_push):
     /// the row kernels' (`mix_rows::mix_backward_at_push`), `None` for tensors they do not
     /// take.
     #[allow(clippy::too_many_arguments)] // the step's tensors
@@ -112,7 +68,7 @@ pub(super) mod tch_kernel {
         Some((TchTensor::new(gx), TchTensor::new(dp), TchTensor::new(dq)))
     }
 
-    /// See [`KernelOps::stack_source_grad`](super::super::KernelOps::stack_source_grad): the
+    /// See [`KernelOps::stack_source_grad`](crate::model::kernels::KernelOps::stack_source_grad): the
     /// row kernels' (`mix_rows::source_gradients`, the query gradients' shares added in
     /// place) where they take every tensor, else the composed form.
     pub fn source_grad(v: T, lo: usize, sum: T, steps: Vec<Box<dyn Any + Send>>) -> T {

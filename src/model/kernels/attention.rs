@@ -39,8 +39,8 @@ pub(super) mod tch_kernels {
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
 
-    use super::super::composed;
-    use super::super::tch_memory::cpu_f32;
+    use crate::model::kernels::composed;
+    use crate::model::kernels::tch_memory::cpu_f32;
 
     type T = FloatTensor<LibTorch>;
 

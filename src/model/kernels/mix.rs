@@ -16,8 +16,8 @@ use burn::tensor::Tensor;
 use burn::tensor::activation::softmax;
 
 use super::KernelOps;
-use super::at_push::StepRecord;
 use super::stack_grad::StackGrad;
+use super::step_record::StepRecord;
 
 /// `x = sum_k a_k v_k`, `a = softmax_k(v_k . q / rms(v_k))` (`v_k . q` without the key
 /// norm), token by token: the completed sources `stacked` `[K, N, d]`, the partial sum

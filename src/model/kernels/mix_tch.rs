@@ -151,7 +151,7 @@ mod tests {
     use burn::backend::libtorch::TchTensor;
     use tch::{Device, Kind, Tensor};
 
-    use super::super::composed;
+    use crate::model::kernels::composed;
 
     fn close(a: &Tensor, b: &Tensor, what: &str) {
         assert_eq!(a.size(), b.size(), "{what}: shapes");

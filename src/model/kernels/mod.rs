@@ -37,6 +37,7 @@ mod rows;
 pub mod sinkhorn;
 pub mod stack;
 mod stack_grad;
+mod step_record;
 pub mod streams;
 pub mod swiglu;
 #[cfg(feature = "tch")]

@@ -27,7 +27,7 @@ pub(super) mod tch_kernel {
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
 
-    use super::super::{composed, rows, tch_memory as mem};
+    use crate::model::kernels::{composed, rows, tch_memory as mem};
 
     type T = FloatTensor<LibTorch>;
 

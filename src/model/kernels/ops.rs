@@ -6,7 +6,7 @@
 use burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 
 use super::stack_grad::StackGrad;
-use super::{adamw, at_push, composed, linear};
+use super::{adamw, composed, linear, step_record};
 
 /// The fused operations, per backend. Call them through the functions of the submodules,
 /// which take and return [`burn::tensor::Tensor`]s.
@@ -103,7 +103,7 @@ pub trait KernelOps: Backend {
     /// gradient so far (`sum` of no entries: none). Each step's share of its query's
     /// gradient is added to the one its record holds, source by source from the last to the
     /// first, as their pushes would. The steps come as this backend's
-    /// `at_push::StepRecord`s (boxed: a backend extension's arguments cannot be a list of
+    /// `step_record::StepRecord`s (boxed: a backend extension's arguments cannot be a list of
     /// structs of tensors).
     fn stack_source_grad(
         v: FloatTensor<Self>,
@@ -111,7 +111,7 @@ pub trait KernelOps: Backend {
         sum: FloatTensor<Self>,
         steps: Vec<Box<dyn std::any::Any + Send>>,
     ) -> FloatTensor<Self> {
-        composed::source_grad::<Self>(v, lo, sum, at_push::unbox::<Self>(steps))
+        composed::source_grad::<Self>(v, lo, sum, step_record::unbox::<Self>(steps))
     }
 
     /// The product of a sublayer's input with a weight, `h w`, `h` `[B, T, k]`, `w`

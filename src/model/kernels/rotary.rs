@@ -113,10 +113,10 @@ pub(super) mod tch_kernel {
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
 
-    use super::super::composed;
-    use super::super::omp::for_each_task;
-    use super::super::tch_memory::{empty, floats, slice_mut};
     use super::rows::{self, Layout};
+    use crate::model::kernels::composed;
+    use crate::model::kernels::omp::for_each_task;
+    use crate::model::kernels::tch_memory::{empty, floats, slice_mut};
 
     type T = FloatTensor<LibTorch>;
 

@@ -95,7 +95,7 @@ pub(super) mod tch_kernel {
     use burn::backend::libtorch::TchTensor;
     use burn::backend::tensor::FloatTensor;
 
-    use super::super::stack_grad::padded_slots;
+    use crate::model::kernels::stack_grad::padded_slots;
 
     type T = FloatTensor<LibTorch>;
 
@@ -209,8 +209,8 @@ mod tests {
     use burn::backend::libtorch::TchTensor;
     use tch::{Device, Kind, Tensor};
 
-    use super::super::tch_memory::slots_of;
     use super::tch_kernel::push;
+    use crate::model::kernels::tch_memory::slots_of;
 
     /// A stack's slots start a row further apart than their own rows (the padded layout),
     /// grown in place, and the row kernels read it as it is: slot `k` at `k (N + 1) d`.

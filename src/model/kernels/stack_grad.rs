@@ -12,8 +12,8 @@ use burn::backend::{Backend, TensorMetadata, tensor::FloatTensor};
 use burn::tensor::{FloatDType, Shape, Slice};
 
 use super::KernelOps;
-use super::at_push::StepRecord;
 use super::composed::{accumulate_slots, first_dim};
+use super::step_record::StepRecord;
 
 /// Where the backward passes of a stack's mixing steps put its sources' gradients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,13 +3,13 @@
 
 use std::path::Path;
 
-use super::super::Analysis;
-use super::super::doc::Doc;
 use crate::analysis::cost::cost_curves;
 use crate::analysis::figures::Profile;
 use crate::analysis::{depth_views, views};
 use crate::model::config::{HyperKind, ResidualConfig};
 use crate::plot;
+use crate::report::Analysis;
+use crate::report::doc::Doc;
 
 /// Fig. 6: loss against block size, with baseline and Full as reference lines.
 pub(super) fn block_size_section(

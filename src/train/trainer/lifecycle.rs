@@ -5,12 +5,12 @@
 use burn::optim::ModuleOptimizer;
 use indicatif::ProgressBar;
 
-use super::super::checkpoint::{self, CheckpointState};
-use super::super::{Outcome, optimizer};
 use super::Trainer;
 use crate::model::Lm;
 use crate::store::Status;
 use crate::store::metrics;
+use crate::train::checkpoint::{self, CheckpointState};
+use crate::train::{Outcome, optimizer};
 
 impl Trainer<'_> {
     /// Marks the run failed at `step` for a loss that is not finite.

@@ -6,14 +6,14 @@ use std::io::IsTerminal;
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::super::checkpoint::CheckpointState;
-use super::super::{FinalVal, Summary};
 use super::Trainer;
 use crate::backend;
 use crate::model::flops::{flops_6nd, flops_exact, param_counts};
 use crate::model::residual::Probes;
 use crate::store::metrics::{self, DepthRow, LayerRow, StepRow};
 use crate::store::tensorboard::{self, RunEvents, StepScalars};
+use crate::train::checkpoint::CheckpointState;
+use crate::train::{FinalVal, Summary};
 
 impl Trainer<'_> {
     pub(super) fn bits_per_byte(&self, loss: f32) -> Option<f32> {

@@ -3,9 +3,9 @@
 
 use serde::Serialize;
 
-use super::super::table::ratio_text;
 use super::{Split, WHOLE_SWEEP};
 use crate::analysis::stats::{LEVEL, ext_f64, median_interval, percentile};
+use crate::cli::bench::table::ratio_text;
 
 /// One split's measurements at one size.
 #[derive(Debug, Serialize)]

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use super::super::config::ConfigError;
+use crate::model::config::ConfigError;
 
 /// A `residual` entry whose keys do not fit its variant.
 #[derive(Debug, Error)]

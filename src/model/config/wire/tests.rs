@@ -1,6 +1,6 @@
 //! Tests of the residual family's YAML/JSON form: parsing, defaults, round trips and the errors.
 
-use super::super::config::ResidualConfig;
+use crate::model::config::ResidualConfig;
 
 fn parse(yaml: &str) -> Result<ResidualConfig, String> {
     serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())
@@ -66,7 +66,7 @@ fn residual_errors_say_what_to_do() {
 
 #[test]
 fn per_depth_block_sizes_parse_and_round_trip() {
-    use super::super::config::AttnResConfig;
+    use crate::model::config::AttnResConfig;
     let r = parse("{variant: block, block_sizes: [2, 2, 4]}").unwrap();
     assert_eq!(
         r,
@@ -103,7 +103,7 @@ fn per_depth_block_sizes_parse_and_round_trip() {
 
 #[test]
 fn multi_stream_variants_parse_and_round_trip() {
-    use super::super::config::HyperConfig;
+    use crate::model::config::HyperConfig;
     assert_eq!(
         parse("hc").unwrap(),
         ResidualConfig::Hyper(HyperConfig::hc(4))

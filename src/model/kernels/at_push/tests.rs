@@ -9,8 +9,9 @@ use burn::backend::LibTorch;
 use burn::backend::libtorch::TchTensor;
 use tch::{Device, Kind, Tensor};
 
-use super::super::composed;
-use super::{StepRecord, tch_kernel};
+use super::tch_kernel;
+use crate::model::kernels::composed;
+use crate::model::kernels::step_record::StepRecord;
 
 fn randn(shape: &[i64]) -> Tensor {
     Tensor::randn(shape, (Kind::Float, Device::Cpu))

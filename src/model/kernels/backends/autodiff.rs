@@ -9,10 +9,10 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::{AutodiffBackend, Backend, tensor::FloatTensor};
 
-use super::super::adamw::AdamWStep;
-use super::super::at_push::{StepRecord, unbox};
-use super::super::stack::StackGrad;
-use super::super::{
+use crate::model::kernels::adamw::AdamWStep;
+use crate::model::kernels::stack::StackGrad;
+use crate::model::kernels::step_record::{StepRecord, unbox};
+use crate::model::kernels::{
     KernelOps, attention, linear, mix, norm, rotary, sinkhorn, stack, streams, swiglu,
 };
 

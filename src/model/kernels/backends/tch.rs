@@ -5,10 +5,11 @@ use std::any::Any;
 
 use burn::backend::tensor::FloatTensor;
 
-use super::super::adamw::AdamWStep;
-use super::super::stack::StackGrad;
-use super::super::{
-    KernelOps, at_push, attention, linear, mix, norm, rotary, sinkhorn, stack, streams, swiglu,
+use crate::model::kernels::adamw::AdamWStep;
+use crate::model::kernels::stack::StackGrad;
+use crate::model::kernels::{
+    KernelOps, adamw, at_push, attention, composed, linear, mix, norm, rotary, sinkhorn, stack,
+    streams, swiglu,
 };
 
 #[cfg(feature = "tch")]
@@ -189,6 +190,7 @@ impl KernelOps for burn::backend::LibTorch {
         step: AdamWStep,
         first: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        super::super::adamw::tch_kernel::step(p, g, m1, m2, step, first)
+        adamw::tch_kernel::step(&p, &g, &m1, &m2, step, first)
+            .unwrap_or_else(|| composed::adamw_step::<Self>(p, g, m1, m2, step, first))
     }
 }

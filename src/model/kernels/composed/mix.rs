@@ -6,8 +6,8 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::{Shape, Slice};
 
-use super::super::at_push::StepRecord;
 use super::inv_rms;
+use crate::model::kernels::step_record::StepRecord;
 
 /// What one mixing step's forward and backward share: the sources `[K', N, d]` (the partial
 /// sum, if any, as the last), `s = v.q` and `u = 1/rms(v)` (ones without the key norm)

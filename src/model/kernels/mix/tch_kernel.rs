@@ -6,10 +6,12 @@ use burn::backend::LibTorch;
 use burn::backend::libtorch::TchTensor;
 use burn::backend::tensor::FloatTensor;
 
-use super::super::composed::{self, accumulate_slots};
-use super::super::mix_rows::{self, SAVED, SourceGrads, Sources};
-use super::super::mix_tch;
-use super::super::tch_memory::{cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut};
+use crate::model::kernels::composed::{self, accumulate_slots};
+use crate::model::kernels::mix_rows::{self, SAVED, SourceGrads, Sources};
+use crate::model::kernels::mix_tch;
+use crate::model::kernels::tch_memory::{
+    cpu_f32, empty, floats, slice_mut, slots_of, slots_of_mut,
+};
 
 type T = FloatTensor<LibTorch>;
 
@@ -78,7 +80,7 @@ fn other_forward(stacked: T, partial: T, q: T, key_norm: bool) -> (T, T) {
     (TchTensor::new(x), TchTensor::new(saved))
 }
 
-/// See [`KernelOps::depth_mix_backward`](super::super::KernelOps::depth_mix_backward)
+/// See [`KernelOps::depth_mix_backward`](crate::model::kernels::KernelOps::depth_mix_backward)
 /// for `into` and `written`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward(

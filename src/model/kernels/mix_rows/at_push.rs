@@ -17,12 +17,12 @@
 
 use pulp::{Simd, WithSimd};
 
-use super::super::cpu::Form;
-use super::super::omp::for_each_task;
-use super::super::rows::ROWS_PER_TASK;
 use super::backward::{Term, term_entry, term_lanes};
 use super::lanes::{self, WIDTH};
 use super::{SAVED, Sources, dots};
+use crate::model::kernels::cpu::Form;
+use crate::model::kernels::omp::for_each_task;
+use crate::model::kernels::rows::ROWS_PER_TASK;
 
 /// The saved `[a, s, u]` from entry `at`.
 #[inline(always)]
@@ -38,7 +38,7 @@ struct StepTask<'a> {
     dq: Vec<f32>,
 }
 
-/// A step's backward in [`GradMode::AtPush`](super::super::stack::GradMode): writes each
+/// A step's backward in [`GradMode::AtPush`](crate::model::kernels::stack::GradMode): writes each
 /// token's `g . x` into `gx` `[N]` (`x` `[N, d]`: the step's output) and, if the step has a
 /// partial sum, that source's gradient into `dp` `[N, d]`; returns the partial sum's share
 /// of `dq` `[d]` (zeros without one).

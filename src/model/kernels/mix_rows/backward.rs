@@ -5,11 +5,11 @@
 
 use pulp::{Simd, WithSimd};
 
-use super::super::cpu::Form;
-use super::super::omp::for_each_task;
-use super::super::rows::ROWS_PER_TASK;
 use super::lanes::{self, V, WIDTH};
 use super::{SAVED, Sources, Task, Weights, dots};
+use crate::model::kernels::cpu::Form;
+use crate::model::kernels::omp::for_each_task;
+use crate::model::kernels::rows::ROWS_PER_TASK;
 
 /// Where [`mix_backward`] writes the sources' gradients: `[K, N, d]` for the stacked ones,
 /// `slot` floats from one source's to the next (at least `N d`), whose first `written`
@@ -228,9 +228,9 @@ pub(super) fn term_entry(t: &Term, g: f32, q: f32, v: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ROWS_PER_TASK;
-    use super::super::tests::{bits, first_task, forward_rows_in, inputs, row};
     use super::*;
+    use crate::model::kernels::mix_rows::ROWS_PER_TASK;
+    use crate::model::kernels::mix_rows::tests::{bits, first_task, forward_rows_in, inputs, row};
 
     /// The backward in every form gives the portable form's gradient rows (added to the
     /// written slots' sums and written fresh in the others) and `dq`, bit for bit, with and

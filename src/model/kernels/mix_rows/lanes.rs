@@ -67,8 +67,8 @@ pub fn sum(x: V) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::cpu::Form;
     use super::*;
+    use crate::model::kernels::cpu::Form;
 
     /// Loads, every operation once and the tree sum, as bits, compiled for a form.
     struct Ops<'a>(&'a [f32; 48]);

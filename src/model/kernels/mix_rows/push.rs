@@ -15,13 +15,13 @@
 
 use pulp::{Simd, WithSimd};
 
-use super::super::cpu::Form;
-use super::super::omp::for_each_task;
-use super::super::rows::ROWS_PER_TASK;
 use super::at_push::saved_at;
 use super::backward::{Term, term_entry, term_lanes};
 use super::lanes::{self, V, WIDTH};
 use super::{SAVED, dots};
+use crate::model::kernels::cpu::Form;
+use crate::model::kernels::omp::for_each_task;
+use crate::model::kernels::rows::ROWS_PER_TASK;
 
 /// The most sources one pass takes.
 pub const MAX_GROUP: usize = 4;

@@ -1,7 +1,7 @@
 //! Tests of the mixing step's row kernels, and the helpers `backward.rs`'s tests share.
 
-use super::super::rows::inv_rms;
 use super::*;
+use crate::model::kernels::rows::inv_rms;
 
 /// One task's rows of a mixing step's forward, compiled for `form`.
 pub(super) fn forward_rows_in(form: Form, t: Task, x: &mut [f32], saved: &mut [f32]) {

@@ -5,7 +5,7 @@
 
 use pulp::{Simd, WithSimd};
 
-use super::super::cpu::Form;
+use crate::model::kernels::cpu::Form;
 
 /// Matrices a tile takes.
 pub const LANES: usize = 16;
