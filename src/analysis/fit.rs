@@ -47,18 +47,31 @@ pub struct Law {
 
 /// `A,ALPHA,E` (`L = E + A C^-ALPHA`), as `power --law` takes it.
 impl std::str::FromStr for Law {
-    type Err = String;
+    type Err = LawError;
 
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, LawError> {
         let v: Vec<f64> = text
             .split(',')
-            .map(|x| x.trim().parse::<f64>().map_err(|e| format!("`{x}`: {e}")))
+            .map(|x| {
+                let x = x.trim();
+                x.parse::<f64>()
+                    .map_err(|e| LawError::NotANumber(x.into(), e))
+            })
             .collect::<Result<_, _>>()?;
         match v[..] {
             [a, alpha, e] if a > 0.0 && alpha > 0.0 && e >= 0.0 => Ok(Law { a, alpha, e }),
-            _ => Err("give three numbers A,ALPHA,E with A > 0, ALPHA > 0, E >= 0".into()),
+            _ => Err(LawError::OutOfRange),
         }
     }
+}
+
+/// A law given as text that is not `A,ALPHA,E`.
+#[derive(Debug, thiserror::Error)]
+pub enum LawError {
+    #[error("`{0}`: {1}")]
+    NotANumber(String, std::num::ParseFloatError),
+    #[error("give three numbers A,ALPHA,E with A > 0, ALPHA > 0, E >= 0")]
+    OutOfRange,
 }
 
 impl Law {

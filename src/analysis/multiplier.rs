@@ -37,6 +37,16 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// `value` with no interval (NaN ends): nothing to resample, or no resample gave one.
+    pub fn without_interval(value: f64) -> Self {
+        Self {
+            value,
+            lo: f64::NAN,
+            hi: f64::NAN,
+            mc_error: None,
+        }
+    }
+
     /// Decimals worth printing for this interval: down to the Monte Carlo error's first
     /// significant digit (1 to 3; 3 when there is no error estimate).
     pub fn digits(&self) -> usize {
@@ -166,12 +176,7 @@ fn estimate(value: f64, values: impl Iterator<Item = f64>, failed: usize) -> Est
         }
     }
     if v.is_empty() {
-        return Estimate {
-            value,
-            lo: f64::NAN,
-            hi: f64::NAN,
-            mc_error: None,
-        };
+        return Estimate::without_interval(value);
     }
     v.sort_by(f64::total_cmp);
     let mut low = vec![0.0; missing];
@@ -300,16 +305,9 @@ pub fn analyse(points: &[RunPoint], opts: &FitOptions) -> Result<FitReport, NoFi
     };
     let failed = samples.iter().filter(|s| s.is_none()).count();
     let ok: Vec<&Vec<Vec<f64>>> = samples.iter().flatten().collect();
-    let at = |k: usize, j: usize, value: f64| {
-        if !available {
-            return Estimate {
-                value,
-                lo: f64::NAN,
-                hi: f64::NAN,
-                mc_error: None,
-            };
-        }
-        estimate(value, ok.iter().map(|s| s[k][j]), failed)
+    let at = |k: usize, j: usize, value: f64| match available {
+        true => estimate(value, ok.iter().map(|s| s[k][j]), failed),
+        false => Estimate::without_interval(value),
     };
     let base = &full.laws[0];
     let arm_fits = design

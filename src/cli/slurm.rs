@@ -1,7 +1,7 @@
 //! `attnres run --executor slurm`, the hidden `attnres task` each array task runs, and
 //! `attnres cancel` (docs/slurm.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
@@ -65,24 +65,7 @@ pub fn submit(
         anyhow::bail!(InputError("--cpus-per-run must be at least 1".into()));
     }
     let root = sweep.results_dir(&sweep_args.results);
-    let mut todo = Vec::new();
-    for run in selected {
-        let v = view(&RunDir::new(root.join(&run.id)))?;
-        match v.state {
-            RunState::Done => {}
-            RunState::Failed if !retry_failed => {}
-            _ => todo.push(*run),
-        }
-    }
-    if retry_failed {
-        for run in &todo {
-            let dir = RunDir::new(root.join(&run.id));
-            if view(&dir)?.state == RunState::Failed && !dry_run {
-                // The task trains a failed run only once its status no longer says failed.
-                let _ = std::fs::remove_file(dir.status());
-            }
-        }
-    }
+    let todo = runs_to_submit(&root, selected, retry_failed, dry_run)?;
     if todo.is_empty() {
         println!(
             "sweep {}: nothing to submit (every selected run is done or failed; --retry-failed)",
@@ -90,21 +73,7 @@ pub fn submit(
         );
         return Ok(());
     }
-    let opts = SlurmOptions {
-        partition: args.partition.clone(),
-        time: args.time.clone(),
-        cpus_per_run: args.cpus_per_run,
-        gpus_per_run: args.gpus_per_run,
-        max_parallel: args.max_parallel,
-        signal: args.signal.clone(),
-        sbatch_args: args.sbatch_args.clone(),
-        device: if args.gpus_per_run > 0 {
-            "cuda".into()
-        } else {
-            "cpu".into()
-        },
-        backend,
-    };
+    let opts = args.options(backend);
     let arrays = slurm::submit(sweep, &sweep_args.results, &todo, &opts, dry_run)?;
     for a in &arrays {
         match &a.job_id {
@@ -133,6 +102,57 @@ pub fn submit(
         );
     }
     Ok(())
+}
+
+/// The selected runs to submit: every one not done, and failed ones only with
+/// `retry_failed`, whose status is then removed (unless `dry_run`) so that their tasks train
+/// them.
+fn runs_to_submit<'r>(
+    root: &Path,
+    selected: &[&'r PlannedRun],
+    retry_failed: bool,
+    dry_run: bool,
+) -> anyhow::Result<Vec<&'r PlannedRun>> {
+    let mut todo = Vec::new();
+    for run in selected {
+        let v = view(&RunDir::new(root.join(&run.id)))?;
+        match v.state {
+            RunState::Done => {}
+            RunState::Failed if !retry_failed => {}
+            _ => todo.push(*run),
+        }
+    }
+    if retry_failed {
+        for run in &todo {
+            let dir = RunDir::new(root.join(&run.id));
+            if view(&dir)?.state == RunState::Failed && !dry_run {
+                // The task trains a failed run only once its status no longer says failed.
+                let _ = std::fs::remove_file(dir.status());
+            }
+        }
+    }
+    Ok(todo)
+}
+
+impl SlurmArgs {
+    /// The options of the arrays these flags submit.
+    fn options(&self, backend: Option<crate::backend::BackendKind>) -> SlurmOptions {
+        SlurmOptions {
+            partition: self.partition.clone(),
+            time: self.time.clone(),
+            cpus_per_run: self.cpus_per_run,
+            gpus_per_run: self.gpus_per_run,
+            max_parallel: self.max_parallel,
+            signal: self.signal.clone(),
+            sbatch_args: self.sbatch_args.clone(),
+            device: if self.gpus_per_run > 0 {
+                "cuda".into()
+            } else {
+                "cpu".into()
+            },
+            backend,
+        }
+    }
 }
 
 /// `attnres task`: what one array task runs.

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Figure, Frame, color, err, house_mesh, padded};
+use super::{DrawError, Figure, Frame, color, err, house_mesh, padded};
 use crate::analysis::stats::SeedMean;
 
 /// The drawn extent of a seed mean: its t-interval, or the mean alone with one seed.
@@ -44,7 +44,7 @@ pub fn block_size(
 }
 
 impl Figure for BlockSize<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let log2 = |s: usize| (s as f64).log2();
         let x1 = self.points.iter().map(|p| log2(p.0)).fold(1.0, f64::max) + 0.5;
         let refs = [self.baseline, self.full].into_iter().flatten();

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, padded};
+use super::{DrawError, Figure, Frame, SIDE_LEGEND_WIDTH, color, err, padded};
 pub use crate::analysis::cost::CostCurve;
 
 /// Which points of a curve a panel draws.
@@ -28,7 +28,7 @@ pub fn depth_cost(
 }
 
 impl Figure for Cost<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let (panels, legend_area) = super::titled_panels(area, &self.title, (1, 2))?;
         let views: [(&str, &str, CurvePoints); 2] = [
             (

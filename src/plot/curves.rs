@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, padded, sci};
+use super::{DrawError, Figure, Frame, SIDE_LEGEND_WIDTH, color, err, padded, sci};
 pub use crate::analysis::figures::RunCurve;
 
 /// Panels per row: two keep the figure near 1200 px wide, so its text reads at page width.
@@ -112,7 +112,7 @@ impl Curves<'_> {
         panel: &DrawingArea<DB, Shift>,
         size: &str,
         mut seeds: usize,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, DrawError> {
         let runs: Vec<&RunCurve> = self.runs.iter().filter(|r| r.size == size).collect();
         let x1 = runs
             .iter()
@@ -187,7 +187,7 @@ impl Curves<'_> {
 }
 
 impl Figure for Curves<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let cols = self.sizes.len().min(COLUMNS);
         let rows = self.sizes.len().div_ceil(COLUMNS);
         let (panels, legend_area) =

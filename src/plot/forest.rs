@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Figure, Frame, color, err, house_mesh, padded};
+use super::{DrawError, Figure, Frame, color, err, house_mesh, padded};
 use crate::analysis::paired::PairedTable;
 
 struct Forest<'a> {
@@ -49,7 +49,7 @@ pub fn forest(
 }
 
 impl Figure for Forest<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let rows = &self.table.rows;
         let n = rows.len();
         let (x0, x1) = padded(

@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::prelude::*;
 
-use super::{FONT, err};
+use super::{DrawError, FONT, err};
 
 /// A chart on axes `X` and `Y` (ranges, or ranges with a scale).
 pub type Chart<'a, DB, X, Y> = ChartContext<
@@ -47,7 +47,7 @@ impl Frame {
         title: impl AsRef<str>,
         x: X,
         y: Y,
-    ) -> Result<Chart<'a, DB, X, Y>, String>
+    ) -> Result<Chart<'a, DB, X, Y>, DrawError>
     where
         DB: DrawingBackend,
         X: AsRangedCoord,

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use plotters::style::colors::colormaps::ViridisRGB;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{FONT, Figure, Frame, err};
+use super::{DrawError, FONT, Figure, Frame, err};
 pub use crate::analysis::figures::Grid;
 
 struct Heatmaps<'a> {
@@ -78,7 +78,7 @@ impl Heatmaps<'_> {
         grid: &Grid,
         panel: &DrawingArea<DB, Shift>,
         range: (f64, f64),
-    ) -> Result<(), String> {
+    ) -> Result<(), DrawError> {
         let (nr, nc) = (grid.rows.len(), grid.cols.len());
         // Cell (r, c) is centred on (c, r), so integer ticks label cell centres.
         let label = |names: &[String], v: f64| {
@@ -168,7 +168,7 @@ impl Heatmaps<'_> {
         &self,
         legend: &DrawingArea<DB, Shift>,
         range: (f64, f64),
-    ) -> Result<(), String> {
+    ) -> Result<(), DrawError> {
         let (lo, hi) = range;
         let (w, _) = legend.dim_in_pixel();
         let (bar_x0, bar_x1) = (w as i32 / 4, 3 * w as i32 / 4);
@@ -221,7 +221,7 @@ impl Heatmaps<'_> {
 }
 
 impl Figure for Heatmaps<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let (title_area, rest) = area.split_vertically(44);
         title_area.titled(&self.title, (FONT, 21)).map_err(err)?;
         let (body, legend) = rest.split_vertically(rest.dim_in_pixel().1 - 70);

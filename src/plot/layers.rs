@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, log_ticks, padded_log, sci};
+use super::{DrawError, Figure, Frame, SIDE_LEGEND_WIDTH, color, err, log_ticks, padded_log, sci};
 pub use crate::analysis::figures::Profile;
 
 /// Three panels this wide keep the figure near 1300 px, so its text reads at page width.
@@ -86,7 +86,7 @@ impl Profiles<'_> {
         panel: &DrawingArea<DB, Shift>,
         m: usize,
         (name, ylabel): (&str, &str),
-    ) -> Result<(), String> {
+    ) -> Result<(), DrawError> {
         let unit = if self.per_block {
             "Transformer block"
         } else {
@@ -156,7 +156,7 @@ impl Profiles<'_> {
 }
 
 impl Figure for Profiles<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let (panels, legend_area) = super::titled_panels(area, &self.title, (1, 3))?;
         let metrics: [(&str, &str); 3] = if self.per_block {
             [

@@ -6,7 +6,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::block::span;
-use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, side_legend};
+use super::{
+    DrawError, Figure, Frame, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, side_legend,
+};
 use crate::analysis::stats::SeedMean;
 
 /// One line: an arm's seed means at each x.
@@ -55,7 +57,7 @@ pub fn interval_lines(
 }
 
 impl Figure for Lines<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let (cells, legend_area) =
             super::titled_panels(area, &self.title, (1, self.panels.len().max(1)))?;
         for (panel, cell) in self.panels.iter().zip(&cells) {
@@ -75,7 +77,7 @@ impl Figure for Lines<'_> {
 fn draw_panel<DB: DrawingBackend>(
     panel: &Panel,
     area: &DrawingArea<DB, Shift>,
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     // The x axis is categorical: each distinct x (hops, a shape's ratio) at its own evenly
     // spaced position, labelled with its value.
     let mut xs: Vec<f64> = panel

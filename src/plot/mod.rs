@@ -90,7 +90,7 @@ pub fn draw_marked<'a, DB, X, Y>(
     m: Marker,
     c: RGBColor,
     label: Option<String>,
-) -> Result<(), String>
+) -> Result<(), DrawError>
 where
     DB: DrawingBackend + 'a,
     X: Ranged<ValueType = f64>,
@@ -147,12 +147,18 @@ fn register_font() {
 
 /// A figure that can draw itself on any plotters backend.
 pub trait Figure {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String>;
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError>;
 }
 
-/// Turns a plotters error into a message.
-pub fn err<E: std::fmt::Debug>(e: E) -> String {
-    format!("{e:?}")
+/// What plotters reported when a figure would not draw: its backend's error (the file could
+/// not be written) or a layout error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DrawError(String);
+
+/// Turns a plotters error into a [`DrawError`].
+pub fn err<E: std::fmt::Debug>(e: E) -> DrawError {
+    DrawError(format!("{e:?}"))
 }
 
 /// Writes `DIR/NAME.png` and `DIR/NAME.svg`; returns the PNG path.
@@ -184,7 +190,7 @@ fn render<DB: DrawingBackend>(
     area: DrawingArea<DB, Shift>,
     path: &Path,
 ) -> anyhow::Result<()> {
-    let fail = |e: String| anyhow::anyhow!("{}: {e}", path.display());
+    let fail = |e: DrawError| anyhow::anyhow!("{}: {e}", path.display());
     area.fill(&WHITE).map_err(|e| fail(err(e)))?;
     figure.draw(&area).map_err(fail)?;
     area.present().map_err(|e| fail(err(e)))
@@ -195,7 +201,7 @@ pub fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
     position: SeriesLabelPosition,
     font_size: u32,
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     chart
         .configure_series_labels()
         .position(position)
@@ -216,7 +222,7 @@ pub fn side_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     entries: &[(String, RGBColor)],
     notes: &[&str],
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     let (x, mut y) = (12, 50);
     let font = (FONT, 16).into_font();
     for (label, c) in entries {
@@ -256,7 +262,7 @@ pub fn titled_panels<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     (rows, cols): (usize, usize),
-) -> Result<(Vec<DrawingArea<DB, Shift>>, DrawingArea<DB, Shift>), String> {
+) -> Result<(Vec<DrawingArea<DB, Shift>>, DrawingArea<DB, Shift>), DrawError> {
     let (title_area, body) = area.split_vertically(50);
     title_area.titled(title, (FONT, 22)).map_err(err)?;
     let (w, _) = body.dim_in_pixel();

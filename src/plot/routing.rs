@@ -5,7 +5,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Figure, Frame, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, sci, side_legend};
+use super::{
+    DrawError, Figure, Frame, SIDE_LEGEND_WIDTH, color, err, house_mesh, padded, sci, side_legend,
+};
 use crate::analysis::depth_views::RoutingCurve;
 
 /// Which value of a routing point a panel draws.
@@ -38,7 +40,7 @@ pub fn routing(
 }
 
 impl Figure for Routing<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let (panels, legend_area) = super::titled_panels(area, &self.title, (1, 2))?;
         let x1 = self
             .curves

@@ -3,7 +3,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, Figure, Frame, color, draw_marked, err, log_ticks, marker, padded_log, sci};
+use super::{
+    DrawError, FONT, Figure, Frame, color, draw_marked, err, log_ticks, marker, padded_log, sci,
+};
 pub use crate::analysis::figures::ArmSeries;
 use crate::analysis::fit::Law;
 use crate::analysis::multiplier::{ArmFit, FitReport};
@@ -35,7 +37,7 @@ pub fn scaling(
 }
 
 impl Figure for Scaling<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let all = || self.arms.iter().flat_map(|a| a.points.iter());
         let (x0, x1) = padded_log(all().map(|p| p.0), 1.6);
         let held_out = self.fits.and_then(|f| f.hold_out.as_ref());
@@ -97,7 +99,7 @@ fn draw_arm<'a, DB, X, Y>(
     arm: &ArmSeries,
     held: Option<&HeldOutArm>,
     ((x0, x1), (y0, y1)): ((f64, f64), (f64, f64)),
-) -> Result<(), String>
+) -> Result<(), DrawError>
 where
     DB: DrawingBackend + 'a,
     X: Ranged<ValueType = f64>,
@@ -150,7 +152,7 @@ where
 fn multiplier_notes<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     fits: &FitReport,
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     let lines: Vec<String> = fits
         .arms
         .iter()
@@ -197,7 +199,7 @@ impl Scaling<'_> {
         &self,
         area: &DrawingArea<DB, Shift>,
         (x0, x1): (f64, f64),
-    ) -> Result<(), String> {
+    ) -> Result<(), DrawError> {
         let residual: Vec<(usize, Vec<(f64, f64)>)> = self
             .arms
             .iter()
@@ -295,7 +297,7 @@ pub fn multiplier_curve(
 }
 
 impl Figure for Multiplier<'_> {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let points = || self.arms.iter().flat_map(|a| a.curve.iter());
         let (x0, x1) = padded_log(points().map(|p| p.compute), 1.05);
         let (y0, y1) = super::padded(

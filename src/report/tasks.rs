@@ -227,45 +227,44 @@ pub fn probe_findings(a: &Analysis, baseline: &str) -> Vec<String> {
             survivors.join("; ")
         )
     }];
-    for v in &probe {
-        let Some(hardest) = v
-            .arms
-            .iter()
-            .flat_map(|(_, pts)| pts.iter().map(|p| p.difficulty))
-            .max()
-        else {
-            continue;
-        };
-        let best = v
-            .arms
-            .iter()
-            .filter_map(|(arm, pts)| {
-                pts.iter()
-                    .find(|p| p.difficulty == hardest)
-                    .map(|p| (arm, p))
-            })
-            .max_by(|a, b| a.1.accuracy.mean.total_cmp(&b.1.accuracy.mean));
-        let guess = v
-            .guess
-            .iter()
-            .find(|(d, _)| *d == hardest)
-            .map(|(_, g)| g.mean);
-        if let (Some((arm, pt)), Some(guess)) = (best, guess) {
-            out.push(format!(
-                "On {} ({}) at {} {}, the best arm, `{arm}`, answers {:.1}% [{:.1}, {:.1}] against {:.1}% for guessing among the prompt's digits: {:+.1} points.",
-                v.kind,
-                v.size,
-                hardest,
-                v.difficulty_name(),
-                100.0 * pt.accuracy.mean,
-                100.0 * pt.accuracy.lo(),
-                100.0 * pt.accuracy.hi(),
-                100.0 * guess,
-                100.0 * (pt.accuracy.mean - guess)
-            ));
-        }
-    }
+    out.extend(probe.iter().filter_map(hardest_level_finding));
     out
+}
+
+/// How far the best arm is above guessing at the hardest level of one task and size.
+fn hardest_level_finding(v: &ProbeView) -> Option<String> {
+    let hardest = v
+        .arms
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().map(|p| p.difficulty))
+        .max()?;
+    let best = v
+        .arms
+        .iter()
+        .filter_map(|(arm, pts)| {
+            pts.iter()
+                .find(|p| p.difficulty == hardest)
+                .map(|p| (arm, p))
+        })
+        .max_by(|a, b| a.1.accuracy.mean.total_cmp(&b.1.accuracy.mean));
+    let guess = v
+        .guess
+        .iter()
+        .find(|(d, _)| *d == hardest)
+        .map(|(_, g)| g.mean);
+    let ((arm, pt), guess) = (best?, guess?);
+    Some(format!(
+        "On {} ({}) at {} {}, the best arm, `{arm}`, answers {:.1}% [{:.1}, {:.1}] against {:.1}% for guessing among the prompt's digits: {:+.1} points.",
+        v.kind,
+        v.size,
+        hardest,
+        v.difficulty_name(),
+        100.0 * pt.accuracy.mean,
+        100.0 * pt.accuracy.lo(),
+        100.0 * pt.accuracy.hi(),
+        100.0 * guess,
+        100.0 * (pt.accuracy.mean - guess)
+    ))
 }
 
 /// `61.2 ± 3.4` in percent (the mean alone with one seed).

@@ -13,19 +13,21 @@ pub enum Filter {
 
 const KEYS: &[&str] = &["size", "arm", "variant", "block_size", "seed", "id", "task"];
 
-impl FromStr for Filter {
-    type Err = String;
+/// A `--filter` with a key that is not one of [`KEYS`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown filter key `{0}`; use one of {keys}", keys = KEYS.join(", "))]
+pub struct UnknownFilterKey(String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl FromStr for Filter {
+    type Err = UnknownFilterKey;
+
+    fn from_str(s: &str) -> Result<Self, UnknownFilterKey> {
         match s.split_once('=') {
             Some((k, v)) if KEYS.contains(&k.trim()) => Ok(Self::Key {
                 key: k.trim().into(),
                 value: v.trim().into(),
             }),
-            Some((k, _)) => Err(format!(
-                "unknown filter key `{k}`; use one of {}",
-                KEYS.join(", ")
-            )),
+            Some((k, _)) => Err(UnknownFilterKey(k.into())),
             None => Ok(Self::Text(s.into())),
         }
     }

@@ -104,74 +104,105 @@ pub fn run_sweep(sweep: &Sweep, opts: &RunnerOptions) -> anyhow::Result<SweepRep
         opts.jobs,
     );
     slots.truncate(todo.len());
-    let jobs = slots.len();
     let threads = opts
         .train
         .threads
-        .unwrap_or_else(|| (num_cpus() / jobs).max(1));
+        .unwrap_or_else(|| (num_cpus() / slots.len()).max(1));
     let terminal = std::io::stdout().is_terminal();
     let (multi, overall) = sweep_bars(terminal, todo.len(), &sweep.file.name);
     // Plain threads pulling from a shared queue, not a rayon pool: a rayon worker that
     // waits on another pool (polars writes parquet on its own pool) keeps busy by starting
     // the next queued job on the same stack, which interleaves whole training runs.
-    let queue = Mutex::new(todo.iter());
-    let finished = Mutex::new(Vec::new());
-    let active: Mutex<Vec<(&PlannedRun, ProgressBar)>> = Mutex::new(Vec::new());
-    let total = todo.len();
+    let jobs = Jobs {
+        root: &root,
+        opts,
+        threads,
+        queue: Mutex::new(todo.iter()),
+        active: Mutex::new(Vec::new()),
+        finished: Mutex::new(Vec::new()),
+        multi,
+        overall,
+        terminal,
+        total: todo.len(),
+    };
     std::thread::scope(|scope| {
         if terminal {
             let gpu =
                 crate::backend::gpu_index(&opts.train.device).is_some() || !opts.devices.is_empty();
             let left = || -> Vec<&PlannedRun> {
-                let done = finished.lock().unwrap_or_else(|e| e.into_inner());
+                let done = lock(&jobs.finished);
                 todo.iter()
                     .filter(|r| !done.iter().any(|(d, _): &(PlannedRun, _)| d.id == r.id))
                     .copied()
                     .collect()
             };
-            let (bar, root, active) = (&overall, &root, &active);
+            let (bar, root, active) = (&jobs.overall, &root, &jobs.active);
             scope.spawn(move || super::eta::keep_bar_current(bar, sweep, root, gpu, left, active));
         }
         for device in &slots {
-            scope.spawn(|| {
-                loop {
-                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
-                    let Some(run) = next else { break };
-                    let dir = RunDir::new(root.join(&run.id));
-                    let bar = multi.insert_before(&overall, ProgressBar::new(0));
-                    bar.set_prefix(format!("{} {}", run.size, run.arm));
-                    lock(&active).push((run, bar.clone()));
-                    let train_opts = TrainOptions {
-                        threads: Some(threads),
-                        progress: Some(bar.clone()),
-                        device: device.clone(),
-                        ..opts.train.clone()
-                    };
-                    let outcome = train_leased(run, &dir, &train_opts);
-                    lock(&active).retain(|(r, _)| r.id != run.id);
-                    bar.finish_and_clear();
-                    multi.remove(&bar);
-                    overall.inc(1);
-                    let mut done = finished.lock().unwrap_or_else(|e| e.into_inner());
-                    if !terminal {
-                        println!(
-                            "[{}/{total}] {}: {}",
-                            done.len() + 1,
-                            describe(run),
-                            outcome_text(&outcome)
-                        );
-                    }
-                    done.push(((*run).clone(), outcome));
-                }
-            });
+            scope.spawn(|| jobs.work(device));
         }
     });
-    let mut outcomes = finished.into_inner().unwrap_or_else(|e| e.into_inner());
+    jobs.overall.finish_and_clear();
+    let mut outcomes = jobs
+        .finished
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
     // Report in sweep order, whatever order the jobs finished in.
     outcomes.sort_by_key(|(run, _)| todo.iter().position(|r| r.id == run.id));
-    overall.finish_and_clear();
     report.outcomes.extend(outcomes);
     Ok(report)
+}
+
+/// What the jobs of one sweep share: the queue of runs to train, the runs training now and
+/// the finished ones, and the progress bars.
+struct Jobs<'a> {
+    root: &'a Path,
+    opts: &'a RunnerOptions,
+    threads: usize,
+    queue: Mutex<std::slice::Iter<'a, &'a PlannedRun>>,
+    active: Mutex<Vec<(&'a PlannedRun, ProgressBar)>>,
+    finished: Mutex<Vec<(PlannedRun, RunOutcome)>>,
+    multi: MultiProgress,
+    overall: ProgressBar,
+    terminal: bool,
+    total: usize,
+}
+
+impl Jobs<'_> {
+    /// One job: trains runs from the queue on `device` until it is empty.
+    fn work(&self, device: &str) {
+        loop {
+            let next = lock(&self.queue).next();
+            let Some(run) = next else { break };
+            let dir = RunDir::new(self.root.join(&run.id));
+            let bar = self.multi.insert_before(&self.overall, ProgressBar::new(0));
+            bar.set_prefix(format!("{} {}", run.size, run.arm));
+            lock(&self.active).push((run, bar.clone()));
+            let train_opts = TrainOptions {
+                threads: Some(self.threads),
+                progress: Some(bar.clone()),
+                device: device.to_string(),
+                ..self.opts.train.clone()
+            };
+            let outcome = train_leased(run, &dir, &train_opts);
+            lock(&self.active).retain(|(r, _)| r.id != run.id);
+            bar.finish_and_clear();
+            self.multi.remove(&bar);
+            self.overall.inc(1);
+            let mut done = lock(&self.finished);
+            if !self.terminal {
+                println!(
+                    "[{}/{}] {}: {}",
+                    done.len() + 1,
+                    self.total,
+                    describe(run),
+                    outcome_text(&outcome)
+                );
+            }
+            done.push(((*run).clone(), outcome));
+        }
+    }
 }
 
 /// The selected runs that need training, and the report of those that do not: done

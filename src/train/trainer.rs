@@ -125,15 +125,7 @@ impl<'a> Trainer<'a> {
         })?;
         let mut events = self.open_events(&state)?;
         let bar = self.progress_bar(state.step);
-        if state.step > 0 {
-            // Said on stderr (above any bars), so logs show where a run picked up.
-            let (root, total) = (dir.root.display(), self.total_steps);
-            let at = format!(
-                "{root}: resuming from the checkpoint at step {} of {total}",
-                state.step
-            );
-            bar.suspend(|| eprintln!("{at}"));
-        }
+        self.say_resumed(&bar, state.step);
         let (per_token, six_n) = (
             crate::model::flops::flops_per_token(&spec.model).training() as f64,
             6.0 * param_counts(&spec.model).non_embedding as f64,
@@ -150,11 +142,9 @@ impl<'a> Trainer<'a> {
             let eval_now =
                 done.is_multiple_of(spec.train.eval_every as u64) || done == self.total_steps;
             // The probe is the raw gradient, before clipping rescales it.
-            let grad_norms = if eval_now {
-                Some(optimizer::layer_grad_norms(&model, &grads)?)
-            } else {
-                None
-            };
+            let grad_norms = eval_now
+                .then(|| optimizer::layer_grad_norms(&model, &grads))
+                .transpose()?;
             let norm = optimizer::clip_grads(&model, &mut grads, spec.train.grad_clip as f32)?;
             let lr = spec.train.lr_at(state.step, self.total_steps);
             model = optim.step(lr, model, grads);

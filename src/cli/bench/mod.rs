@@ -183,50 +183,60 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         check_memory(&args, cases, children)?;
     }
     for backend in backends(&args) {
-        let device = backend::device(backend, &args.device)?;
-        backend::set_precision(backend, &device, args.precision)?;
-        // Probed before and after the cases, the better of the two: one probe taken while
-        // the host is busy elsewhere read as low as 60% of the other, and every MFU with it.
-        let on_gpu = backend::gpu_index(&args.device).is_some();
-        let peak_size = if on_gpu { 8192 } else { 1024 };
-        let before = matmul_peak(&device, peak_size)?;
-        let mut measured = Vec::new();
-        for cases in &groups {
-            measured.extend(
-                measure_group(&args, backend, cases)
-                    .with_context(|| format!("benchmarking size {}", cases[0].size))?,
-            );
-        }
-        let probes = [before, matmul_peak(&device, peak_size)?];
-        let peak = probes[0].max(probes[1]);
-        let rows = measured.iter().map(|m| row(m, peak)).collect();
-        let report = Report {
-            machine: if on_gpu {
-                backend::gpu_model(&args.device).unwrap_or_else(|| args.device.clone())
-            } else {
-                backend::cpu_model()
-            },
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            threads: args.threads,
-            backend: backend.name().into(),
-            device: args.device.clone(),
-            precision: args.precision.name(),
-            mode: if args.inference {
-                "inference"
-            } else {
-                "training"
-            },
-            matmul_peak_flops: peak,
-            matmul_peak_probes: probes,
-            matmul_peak_size: peak_size,
-            processes: args.processes,
-            rows,
-        };
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+        bench_backend(&args, backend, &groups)?;
+    }
+    Ok(())
+}
+
+/// Measures every case of `groups` on `backend`, and prints the table (or the JSON).
+fn bench_backend(
+    args: &BenchArgs,
+    backend: BackendKind,
+    groups: &[Vec<Case>],
+) -> anyhow::Result<()> {
+    let device = backend::device(backend, &args.device)?;
+    backend::set_precision(backend, &device, args.precision)?;
+    // Probed before and after the cases, the better of the two: one probe taken while
+    // the host is busy elsewhere read as low as 60% of the other, and every MFU with it.
+    let on_gpu = backend::gpu_index(&args.device).is_some();
+    let peak_size = if on_gpu { 8192 } else { 1024 };
+    let before = matmul_peak(&device, peak_size)?;
+    let mut measured = Vec::new();
+    for cases in groups {
+        measured.extend(
+            measure_group(args, backend, cases)
+                .with_context(|| format!("benchmarking size {}", cases[0].size))?,
+        );
+    }
+    let probes = [before, matmul_peak(&device, peak_size)?];
+    let peak = probes[0].max(probes[1]);
+    let rows = measured.iter().map(|m| row(m, peak)).collect();
+    let report = Report {
+        machine: if on_gpu {
+            backend::gpu_model(&args.device).unwrap_or_else(|| args.device.clone())
         } else {
-            print_table(&report);
-        }
+            backend::cpu_model()
+        },
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        threads: args.threads,
+        backend: backend.name().into(),
+        device: args.device.clone(),
+        precision: args.precision.name(),
+        mode: if args.inference {
+            "inference"
+        } else {
+            "training"
+        },
+        matmul_peak_flops: peak,
+        matmul_peak_probes: probes,
+        matmul_peak_size: peak_size,
+        processes: args.processes,
+        rows,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
     }
     Ok(())
 }

@@ -67,6 +67,14 @@ struct Ahead {
     records: usize,
 }
 
+/// What the buffer, the records and a later push kept for one source
+/// ([`StackGrad::kept_for`]).
+struct Kept<B: Backend> {
+    buffer: Option<FloatTensor<B>>,
+    steps: Vec<StepRecord<B>>,
+    ahead: Option<(FloatTensor<B>, usize)>,
+}
+
 /// Sources one push forms gradients for at most: its own and those just below it, which
 /// the same steps read, so that each step's `g` row is read once for all of them
 /// (git log -- docs/performance.md).
@@ -181,24 +189,11 @@ impl StackGrad {
         }
     }
 
-    /// Source `k`'s gradient `[N, d]` (`stack`: a stack holding it): its slot of the buffer
-    /// (a view), formed from the records of the steps that read it, or zeros where no mixing
-    /// step read it; at the first source's, the records' query gradients, for the queries'
-    /// nodes. (A stack whose steps went some to the records and some to the buffer,
-    /// which a backend declining some steps would make, gets the sum of the two.)
-    ///
-    /// Where at least [`GROUP_FROM_STEPS`] steps read source `k`, its push also begins the
-    /// gradients of the sources below it (up to [`GROUP`] in all) from the same steps, which
-    /// read them too; their pushes then add the steps recorded since.
-    pub(super) fn slot<B: Backend + KernelOps>(
-        &self,
-        k: usize,
-        stack: &FloatTensor<B>,
-        (device, dtype): &(B::Device, FloatDType),
-    ) -> (FloatTensor<B>, Vec<(NodeId, FloatTensor<B>)>) {
-        let [_, n, d] = stack.shape().dims::<3>();
-        let shape = Shape::new([n, d]);
-        let (buffer, steps, ahead) = match self.lock() {
+    /// What the buffer, the records and an earlier push keep for source `k`: its buffer
+    /// (if a step wrote its slot), the records of the steps that read it, and the sum begun
+    /// for it at a later push with the number of records that sum took (taken out).
+    fn kept_for<B: Backend>(&self, k: usize) -> Kept<B> {
+        match self.lock() {
             Some(mut acc) => {
                 let buffer = acc
                     .buffer
@@ -220,10 +215,42 @@ impl StackGrad {
                     .position(|a| a.source == k)
                     .map(|i| acc.ahead.swap_remove(i))
                     .and_then(|a| Some((*a.sum.downcast::<FloatTensor<B>>().ok()?, a.records)));
-                (buffer, steps, ahead)
+                Kept {
+                    buffer,
+                    steps,
+                    ahead,
+                }
             }
-            None => (None, Vec::new(), None),
-        };
+            None => Kept {
+                buffer: None,
+                steps: Vec::new(),
+                ahead: None,
+            },
+        }
+    }
+
+    /// Source `k`'s gradient `[N, d]` (`stack`: a stack holding it): its slot of the buffer
+    /// (a view), formed from the records of the steps that read it, or zeros where no mixing
+    /// step read it; at the first source's, the records' query gradients, for the queries'
+    /// nodes. (A stack whose steps went some to the records and some to the buffer,
+    /// which a backend declining some steps would make, gets the sum of the two.)
+    ///
+    /// Where at least [`GROUP_FROM_STEPS`] steps read source `k`, its push also begins the
+    /// gradients of the sources below it (up to [`GROUP`] in all) from the same steps, which
+    /// read them too; their pushes then add the steps recorded since.
+    pub(super) fn slot<B: Backend + KernelOps>(
+        &self,
+        k: usize,
+        stack: &FloatTensor<B>,
+        (device, dtype): &(B::Device, FloatDType),
+    ) -> (FloatTensor<B>, Vec<(NodeId, FloatTensor<B>)>) {
+        let [_, n, d] = stack.shape().dims::<3>();
+        let shape = Shape::new([n, d]);
+        let Kept {
+            buffer,
+            steps,
+            ahead,
+        } = self.kept_for::<B>(k);
         // Entry `i` of a `[G, N, d]` tensor, `[N, d]`.
         let one = |t: FloatTensor<B>, i: usize| {
             B::float_reshape(first_dim::<B>(t, i, i + 1), shape.clone())

@@ -138,6 +138,16 @@ impl Trainer<'_> {
         bar
     }
 
+    /// Says on stderr (above any bars) that the run resumed at `step`, if it did, so that
+    /// logs show where it picked up.
+    pub(super) fn say_resumed(&self, bar: &ProgressBar, step: u64) {
+        if step > 0 {
+            let (root, total) = (self.dir.root.display(), self.total_steps);
+            let at = format!("{root}: resuming from the checkpoint at step {step} of {total}");
+            bar.suspend(|| eprintln!("{at}"));
+        }
+    }
+
     /// The summary, from steps.csv (so a run killed after its final checkpoint but before
     /// writing it still gets one).
     pub(super) fn summarize(

@@ -73,6 +73,43 @@ struct Task<'a> {
     dq: Vec<f32>,
 }
 
+impl<'a> Task<'a> {
+    /// A task per [`ROWS_PER_TASK`] tokens of the group's gradients `out` (`[N d]` each),
+    /// for `m` steps of `d` floats.
+    fn split<const G: usize>(out: &'a mut [&mut [f32]], d: usize, m: usize) -> Vec<Self> {
+        let (n, padded) = (out[0].len(), m.div_ceil(DQ_STEPS) * DQ_STEPS);
+        let mut rows: Vec<_> = out
+            .iter_mut()
+            .map(|o| o.chunks_mut(d * ROWS_PER_TASK))
+            .collect();
+        (0..n.div_ceil(d * ROWS_PER_TASK))
+            .map(|_| {
+                let out: Vec<&mut [f32]> = rows.iter_mut().filter_map(|r| r.next()).collect();
+                let tokens = out[0].len() / d;
+                Task {
+                    out,
+                    along_q: vec![0.0; G * tokens * padded],
+                    dq: vec![0.0; G * m * d],
+                }
+            })
+            .collect()
+    }
+
+    /// Adds every task's shares of each step's query gradient into `dq` (`[M][d]`), source
+    /// by source and task by task.
+    fn add_dq_shares<const G: usize>(tasks: &[Self], dq: &mut [&mut [f32]]) {
+        let (m, d) = (dq.len(), dq[0].len());
+        for j in 0..G {
+            for task in tasks {
+                let part = &task.dq[j * m * d..(j + 1) * m * d];
+                for (dq, part) in dq.iter_mut().zip(part.chunks_exact(d)) {
+                    dq.iter_mut().zip(part).for_each(|(a, b)| *a += b);
+                }
+            }
+        }
+    }
+}
+
 /// [`source_gradients`] for a group of `G`.
 fn group<const G: usize>(
     v: &[&[f32]],
@@ -97,21 +134,7 @@ fn group<const G: usize>(
     let form = Form::detect();
     let ks: [usize; G] = std::array::from_fn(|j| ks[j]);
     let q: Vec<&[f32]> = steps.iter().map(|s| s.q).collect();
-    let mut rows: Vec<_> = out
-        .iter_mut()
-        .map(|o| o.chunks_mut(d * ROWS_PER_TASK))
-        .collect();
-    let tasks: Vec<Task> = (0..n.div_ceil(d * ROWS_PER_TASK))
-        .map(|_| {
-            let out: Vec<&mut [f32]> = rows.iter_mut().filter_map(|r| r.next()).collect();
-            let tokens = out[0].len() / d;
-            Task {
-                out,
-                along_q: vec![0.0; G * tokens * padded],
-                dq: vec![0.0; G * m * d],
-            }
-        })
-        .collect();
+    let tasks = Task::split::<G>(out, d, m);
     let tasks = for_each_task(tasks, &|task, state: &mut Task| {
         let tokens = state.out[0].len() / d;
         let first = task * ROWS_PER_TASK;
@@ -160,14 +183,7 @@ fn group<const G: usize>(
             dq: &mut state.dq,
         });
     });
-    for j in 0..G {
-        for task in &tasks {
-            let part = &task.dq[j * m * d..(j + 1) * m * d];
-            for (dq, part) in dq.iter_mut().zip(part.chunks_exact(d)) {
-                dq.iter_mut().zip(part).for_each(|(a, b)| *a += b);
-            }
-        }
-    }
+    Task::add_dq_shares::<G>(&tasks, dq);
 }
 
 /// One token's rows in [`source_gradients`]: the group's source rows (token `r`; sources
