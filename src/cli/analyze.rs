@@ -78,7 +78,7 @@ pub struct FitCmd {
 pub(super) fn load_sweeps(paths: &[PathBuf]) -> anyhow::Result<Vec<Sweep>> {
     paths
         .iter()
-        .map(|p| Sweep::load(p).map_err(|e| InputError(e.to_string()).into()))
+        .map(|p| Sweep::load(p).map_err(Into::into))
         .collect()
 }
 
@@ -86,13 +86,15 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
     let (report, name) = match &cmd.points {
         Some(csv) => {
             if !cmd.sweeps.is_empty() {
-                anyhow::bail!(InputError(
+                anyhow::bail!(InputError::Arguments(
                     "give either sweep files or --points, not both".into()
                 ));
             }
             if cmd.fit.six_nd {
-                anyhow::bail!(InputError(
-                    "--six-nd does not apply to --points: the CSV's compute column is fitted as it is".into()
+                anyhow::bail!(InputError::Arguments(
+                    "--six-nd does not apply to --points: the CSV's compute column is fitted as \
+                     it is"
+                        .into()
                 ));
             }
             let points = read_points(csv)?;
@@ -103,8 +105,7 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
                 seed: cmd.fit.seed,
                 curve_points: 24,
             };
-            let report = analyse(&points, &opts)
-                .map_err(|e| InputError(format!("{}: {e}", csv.display())))?;
+            let report = analyse(&points, &opts).map_err(|e| InputError::file(csv, e))?;
             let stem = csv
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -113,7 +114,7 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
         }
         None => {
             if cmd.sweeps.is_empty() {
-                anyhow::bail!(InputError(
+                anyhow::bail!(InputError::Arguments(
                     "give one or more sweep files, or --points FILE.csv".into()
                 ));
             }
@@ -123,7 +124,7 @@ pub fn run_fit(cmd: FitCmd) -> anyhow::Result<()> {
             let names: Vec<&str> = sweeps.iter().map(|s| s.file.name.as_str()).collect();
             let report = analysis
                 .fits
-                .map_err(|e| InputError(format!("{}: {e}", names.join(", "))))?;
+                .map_err(|e| InputError::Arguments(format!("{}: {e}", names.join(", "))))?;
             (report, names.join("+"))
         }
     };
@@ -217,7 +218,7 @@ pub(super) fn print_table(header: &[&str], rows: Vec<Vec<String>>) {
 /// `arm,compute,loss[,seed]` with a header; points of one arm at one compute are seeds.
 fn read_points(path: &std::path::Path) -> anyhow::Result<Vec<RunPoint>> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| InputError(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| InputError::file(path, format!("cannot read it: {e}")))?;
     let mut lines = text
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
@@ -229,22 +230,17 @@ fn read_points(path: &std::path::Path) -> anyhow::Result<Vec<RunPoint>> {
         .collect();
     let col = |name: &str| header.iter().position(|h| h == name);
     let (Some(ia), Some(ic), Some(il)) = (col("arm"), col("compute"), col("loss")) else {
-        anyhow::bail!(InputError(format!(
-            "{}: the header must name the columns arm, compute, loss (and optionally seed)",
-            path.display()
-        )));
+        anyhow::bail!(InputError::file(
+            path,
+            "the header must name the columns arm, compute, loss (and optionally seed)"
+        ));
     };
     let is = col("seed");
     let mut points = Vec::new();
     for (n, line) in lines.enumerate() {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        let bad = |what: &str| {
-            InputError(format!(
-                "{}: data line {}: {what}: `{line}`",
-                path.display(),
-                n + 1
-            ))
-        };
+        let bad =
+            |what: &str| InputError::file(path, format!("data line {}: {what}: `{line}`", n + 1));
         let num = |i: usize| {
             f.get(i)
                 .and_then(|v| v.parse::<f64>().ok())

@@ -76,8 +76,9 @@ struct Shape {
 }
 
 pub fn run(args: CostArgs) -> anyhow::Result<()> {
-    let dtype = Dtype::parse(&args.dtype)
-        .ok_or_else(|| InputError(format!("--dtype {}: use f32, bf16 or fp8", args.dtype)))?;
+    let dtype = Dtype::parse(&args.dtype).ok_or_else(|| {
+        InputError::flag(format!("--dtype {}", args.dtype), "use f32, bf16 or fp8")
+    })?;
     if args.report_table1 {
         print_table1();
         return Ok(());
@@ -105,21 +106,23 @@ fn shape(args: &CostArgs) -> anyhow::Result<Shape> {
         ("--context", args.context),
     ] {
         if value == 0 {
-            return Err(InputError(format!("{flag} must be at least 1")).into());
+            return Err(InputError::flag(format!("{flag} 0"), "give at least 1").into());
         }
     }
     let layers = 2 * args.n_blocks;
     let block_size = args.block_size.unwrap_or(layers.div_ceil(8).max(1));
     if block_size == 0 || block_size > layers {
-        return Err(InputError(format!(
-            "--block-size {block_size}: give 1 to L = {layers} layers per block"
-        ))
+        return Err(InputError::flag(
+            format!("--block-size {block_size}"),
+            format!("give 1 to L = {layers} layers per block"),
+        )
         .into());
     }
     let chunks = args.pp * args.virtual_stages;
     if chunks > layers {
-        return Err(InputError(format!(
-            "--pp {} x --virtual-stages {} = {chunks} chunks for only {layers} layers; each chunk needs a layer",
+        return Err(InputError::Arguments(format!(
+            "--pp {} x --virtual-stages {} = {chunks} chunks for only {layers} layers; each chunk \
+             needs a layer",
             args.pp, args.virtual_stages
         ))
         .into());
@@ -309,7 +312,7 @@ fn print_training(args: &CostArgs) -> anyhow::Result<()> {
         value_residual: false,
     };
     base.validate()
-        .map_err(|e| InputError(format!("model: {e}")))?;
+        .map_err(|e| InputError::Arguments(format!("model: {e}")))?;
     let block_size = args
         .block_size
         .unwrap_or((2 * args.n_blocks).div_ceil(8).max(1));

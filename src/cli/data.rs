@@ -27,8 +27,9 @@ pub fn run(args: DataArgs) -> anyhow::Result<()> {
                 println!("shakespeare: ready in {}", dir.display());
                 Ok(())
             }
-            other => anyhow::bail!(super::InputError(format!(
-                "unknown built-in corpus `{other}`; the built-in one is `shakespeare` (other text goes in data.corpus.text)"
+            other => anyhow::bail!(super::InputError::Arguments(format!(
+                "unknown built-in corpus `{other}`; the built-in one is `shakespeare` (other text \
+                 goes in data.corpus.text)"
             ))),
         },
     }

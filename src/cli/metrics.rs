@@ -40,7 +40,7 @@ pub struct ExportMetricsArgs {
 pub fn run(args: ExportMetricsArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.sweep.load()?;
     if args.format == MetricsFormat::Tensorboard && args.out.is_some() {
-        anyhow::bail!(super::InputError(
+        anyhow::bail!(super::InputError::Arguments(
             "--out is for csv and jsonl; tensorboard writes RESULTS/NAME/tensorboard/".into()
         ));
     }

@@ -99,13 +99,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// The exit status for an error: 2 for bad input, 1 for everything else.
+/// The exit status for an error: 2 for bad input (an [`InputError`], a sweep or run file's
+/// [`SpecError`](crate::spec::SpecError), a `--results` folder that cannot take the runs), 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.chain().any(|c| c.is::<InputError>()) {
-        2
-    } else {
-        1
-    }
+    let input = |c: &(dyn std::error::Error + 'static)| {
+        c.is::<InputError>()
+            || c.is::<crate::spec::SpecError>()
+            || c.is::<crate::store::root::ResultsFolderError>()
+    };
+    if e.chain().any(input) { 2 } else { 1 }
 }
 
 pub use crate::fmt::thousands;

@@ -61,10 +61,10 @@ fn configs_from(args: &ModelArgs) -> anyhow::Result<Vec<ModelConfig>> {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read model config {}", path.display()))?;
             Some(serde_yaml_ng::from_str(&text).map_err(|e| {
-                InputError(format!(
-                    "{}: {e}; see `attnres model --help` for the keys",
-                    path.display()
-                ))
+                InputError::file(
+                    path,
+                    format!("{e}; see `attnres model --help` for the keys"),
+                )
             })?)
         }
         None => None,
@@ -123,8 +123,9 @@ fn configs_from(args: &ModelArgs) -> anyhow::Result<Vec<ModelConfig>> {
                 value_residual,
                 ..base.clone()
             };
-            c.validate()
-                .map_err(|e| InputError(format!("model settings ({}): {e}", c.arm_label())))?;
+            c.validate().map_err(|e| {
+                InputError::Arguments(format!("model settings ({}): {e}", c.arm_label()))
+            })?;
             Ok(c)
         })
         .collect()
@@ -135,11 +136,15 @@ fn configs_from(args: &ModelArgs) -> anyhow::Result<Vec<ModelConfig>> {
 /// streams; 4 when left out).
 pub fn parse_residual(s: &str) -> Result<ResidualConfig, InputError> {
     let unknown = |other: &str| {
-        InputError(format!(
-            "--residual: unknown variant `{other}`; use baseline, full, block:S (e.g. block:4), \
-             block:S1/S2/... (blocks of these lengths, bottom up), denseformer, hc:M, mhc:M, mhc_lite:M or mhc_attnres:M (M streams, e.g. hc:4); ablations go in a \
-             --config file"
-        ))
+        InputError::flag(
+            "--residual",
+            format!(
+                "unknown variant `{other}`; use baseline, full, block:S (e.g. block:4), \
+                 block:S1/S2/... (blocks of these lengths, bottom up), denseformer, hc:M, mhc:M, \
+                 mhc_lite:M or mhc_attnres:M (M streams, e.g. hc:4); ablations go in a --config \
+                 file"
+            ),
+        )
     };
     let s = s.trim();
     // `block:2/2/4/8`: blocks of these lengths from the bottom up.
@@ -161,7 +166,7 @@ pub fn parse_residual(s: &str) -> Result<ResidualConfig, InputError> {
     let hyper = |h: HyperConfig| {
         h.validate()
             .map(|()| ResidualConfig::Hyper(h))
-            .map_err(|e| InputError(format!("--residual {s}: {e}")))
+            .map_err(|e| InputError::flag(format!("--residual {s}"), e))
     };
     match (name, arg) {
         ("baseline", None) => Ok(ResidualConfig::Baseline),

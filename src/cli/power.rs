@@ -60,13 +60,13 @@ pub struct PowerArgs {
 }
 
 pub fn run(mut args: PowerArgs) -> anyhow::Result<()> {
-    let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
+    let sweep = Sweep::load(&args.sweep)?;
     args.baseline = args
         .baseline_arm
         .clone()
         .or_else(|| sweep.file.reference_arm.clone())
         .unwrap_or_else(|| "baseline".into());
-    let bad = |msg: String| InputError(format!("{}: {msg}", args.sweep.display()));
+    let bad = |msg: String| InputError::file(&args.sweep, msg);
     check_sigma(args.sigma, &bad)?;
     if let Some(difference) = args.difference {
         let question = super::power_difference::Question {

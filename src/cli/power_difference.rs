@@ -28,7 +28,7 @@ pub(super) struct Question<'a> {
 
 pub(super) fn run(args: Question, sweep: &Sweep, difference: f64) -> anyhow::Result<()> {
     check_question(&args, sweep, difference)?;
-    let bad = |msg: String| InputError(format!("{}: {msg}", sweep.path.display()));
+    let bad = |msg: String| InputError::file(&sweep.path, msg);
     let runs = crate::analysis::load::load_runs(std::slice::from_ref(sweep), args.results)?;
     let design = Design::new(&fit_points(&runs, false), args.baseline);
     let compared: Vec<usize> = (1..design.arms.len())
@@ -104,7 +104,7 @@ pub(super) fn run(args: Question, sweep: &Sweep, difference: f64) -> anyhow::Res
 
 /// Refuses an arm the sweep lacks and a difference that is not a positive number.
 fn check_question(args: &Question, sweep: &Sweep, difference: f64) -> anyhow::Result<()> {
-    let bad = |msg: String| InputError(format!("{}: {msg}", sweep.path.display()));
+    let bad = |msg: String| InputError::file(&sweep.path, msg);
     for name in [Some(args.baseline), args.arm].into_iter().flatten() {
         if !sweep.runs.iter().any(|r| r.arm == name) {
             anyhow::bail!(bad(format!("no arm `{name}` in the sweep")));

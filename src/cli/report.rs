@@ -26,7 +26,7 @@ pub struct ReportCmd {
 }
 
 pub fn run_report(cmd: ReportCmd) -> anyhow::Result<()> {
-    let sweep = Sweep::load(&cmd.sweep).map_err(|e| InputError(e.to_string()))?;
+    let sweep = Sweep::load(&cmd.sweep)?;
     let dir = report_dir(&cmd.fit.results, cmd.reports.as_deref(), &sweep.file.name)?;
     let started = std::time::Instant::now();
     let reports_root = dir.parent().unwrap_or(std::path::Path::new("."));
@@ -63,7 +63,7 @@ pub struct CompareCmd {
 pub fn run_compare(cmd: CompareCmd) -> anyhow::Result<()> {
     let sweeps = load_sweeps(&cmd.sweeps)?;
     if sweeps.is_empty() {
-        anyhow::bail!(InputError("give at least one sweep file".into()));
+        anyhow::bail!(InputError::Arguments("give at least one sweep file".into()));
     }
     let mut columns = Vec::new();
     let mut arms: Vec<String> = Vec::new();

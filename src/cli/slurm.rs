@@ -62,7 +62,7 @@ pub fn submit(
     backend: Option<crate::backend::BackendKind>,
 ) -> anyhow::Result<()> {
     if args.cpus_per_run == 0 {
-        anyhow::bail!(InputError("--cpus-per-run must be at least 1".into()));
+        anyhow::bail!(InputError::flag("--cpus-per-run 0", "give at least 1"));
     }
     let root = sweep.results_dir(&sweep_args.results);
     let todo = runs_to_submit(&root, selected, retry_failed, dry_run)?;
@@ -172,14 +172,14 @@ pub struct TaskArgs {
 }
 
 pub fn run_task(args: TaskArgs) -> anyhow::Result<()> {
-    let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
+    let sweep = Sweep::load(&args.sweep)?;
     let index = match args.index {
         Some(i) => i,
         None => std::env::var("SLURM_ARRAY_TASK_ID")
             .ok()
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| {
-                InputError("--index not given and SLURM_ARRAY_TASK_ID not set".into())
+                InputError::Arguments("--index not given and SLURM_ARRAY_TASK_ID not set".into())
             })?,
     };
     let outcome = slurm::run_task(
@@ -198,12 +198,13 @@ pub fn run_task(args: TaskArgs) -> anyhow::Result<()> {
 /// `attnres cancel SWEEP`: cancels the sweep's Slurm jobs.
 pub fn run_cancel(args: SweepArgs) -> anyhow::Result<()> {
     if let Some(filter) = args.filter.first() {
-        anyhow::bail!(InputError(format!(
-            "--filter {filter}: cancel stops every Slurm job of the sweep and selects no runs; \
-             drop --filter, or stop one job with scancel JOB_ID"
-        )));
+        anyhow::bail!(InputError::flag(
+            format!("--filter {filter}"),
+            "cancel stops every Slurm job of the sweep and selects no runs; drop --filter, \
+             or stop one job with scancel JOB_ID"
+        ));
     }
-    let sweep = Sweep::load(&args.sweep).map_err(|e| InputError(e.to_string()))?;
+    let sweep = Sweep::load(&args.sweep)?;
     let (ids, all) = crate::runner::slurm_queue::cancel(&sweep.results_dir(&args.results))?;
     match (ids.is_empty(), all.is_empty()) {
         (_, true) => println!("sweep {}: no Slurm jobs submitted", sweep.file.name),

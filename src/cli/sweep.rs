@@ -114,7 +114,7 @@ fn refuse_local_options(args: &RunArgs) -> anyhow::Result<()> {
         ),
     ];
     match refusals.iter().find(|(given, ..)| *given) {
-        Some((_, option, why)) => Err(InputError(format!(
+        Some((_, option, why)) => Err(InputError::Arguments(format!(
             "{option} does not apply to --executor slurm: {why}"
         ))
         .into()),

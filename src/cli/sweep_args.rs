@@ -25,13 +25,13 @@ pub struct SweepArgs {
 
 impl SweepArgs {
     pub(super) fn load(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
-        let sweep = Sweep::load(&self.sweep).map_err(|e| InputError(e.to_string()))?;
+        let sweep = Sweep::load(&self.sweep)?;
         let filters = self
             .filter
             .iter()
             .map(|f| {
                 f.parse::<Filter>()
-                    .map_err(|e| InputError(format!("--filter {f}: {e}")))
+                    .map_err(|e| InputError::flag(format!("--filter {f}"), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
         check_filters_select(&sweep, &self.filter, &filters)?;
@@ -41,8 +41,7 @@ impl SweepArgs {
     /// [`Self::load`], and `--results` a folder the sweep's runs can be written into.
     pub(super) fn load_to_train(&self) -> anyhow::Result<(Sweep, Vec<Filter>)> {
         let loaded = self.load()?;
-        crate::store::root::check(&self.results, &loaded.0.file.name)
-            .map_err(|e| InputError(e.to_string()))?;
+        crate::store::root::check(&self.results, &loaded.0.file.name)?;
         Ok(loaded)
     }
 }
@@ -57,9 +56,10 @@ fn check_filters_select(sweep: &Sweep, raw: &[String], filters: &[Filter]) -> an
                 Some((key, values)) => format!("; its {key} values are {}", values.join(", ")),
                 None => String::new(),
             };
-            anyhow::bail!(InputError(format!(
-                "--filter {text} matches no run of {file}{hint}"
-            )));
+            anyhow::bail!(InputError::flag(
+                format!("--filter {text}"),
+                format!("matches no run of {file}{hint}")
+            ));
         }
     }
     if !filters.is_empty()
@@ -68,10 +68,10 @@ fn check_filters_select(sweep: &Sweep, raw: &[String], filters: &[Filter]) -> an
             .iter()
             .any(|r| filters.iter().all(|f| f.matches(r)))
     {
-        anyhow::bail!(InputError(format!(
-            "--filter {} together match no run of {file}; drop one of them",
-            raw.join(" --filter ")
-        )));
+        anyhow::bail!(InputError::flag(
+            format!("--filter {}", raw.join(" --filter ")),
+            format!("together match no run of {file}; drop one of them")
+        ));
     }
     Ok(())
 }
@@ -94,7 +94,7 @@ pub(super) fn check_environment(
     jobs: usize,
 ) -> anyhow::Result<()> {
     crate::backend::device(backend, device)
-        .map_err(|e| InputError(format!("--device {device}: {e}")))?;
+        .map_err(|e| InputError::flag(format!("--device {device}"), e))?;
     let selected = |r: &&crate::spec::PlannedRun| filters.iter().all(|f| f.matches(r));
     if backend != BackendKind::Tch
         && let Some(r) = sweep
@@ -103,12 +103,14 @@ pub(super) fn check_environment(
             .filter(selected)
             .find(|r| !r.spec.train.precision.is_f32())
     {
-        anyhow::bail!(InputError(format!(
-            "{}: run {} trains in {}, which only the tch backend does; pass `--backend tch`",
-            sweep.path.display(),
-            crate::runner::describe(r),
-            r.spec.train.precision.name()
-        )));
+        anyhow::bail!(InputError::file(
+            &sweep.path,
+            format!(
+                "run {} trains in {}, which only the tch backend does; pass `--backend tch`",
+                crate::runner::describe(r),
+                r.spec.train.precision.name()
+            )
+        ));
     }
     let limit = crate::runner::capacity::memory_limit(device, jobs);
     if limit.is_none() {
@@ -118,5 +120,5 @@ pub(super) fn check_environment(
     }
     sweep
         .check_environment(limit.as_ref(), &|r| filters.iter().all(|f| f.matches(r)))
-        .map_err(|e| InputError(e.to_string()).into())
+        .map_err(Into::into)
 }

@@ -57,7 +57,7 @@ pub struct TrainArgs {
 }
 
 pub fn run_train(args: TrainArgs) -> anyhow::Result<()> {
-    let spec = crate::spec::run_file::load(&args.spec).map_err(|e| InputError(e.to_string()))?;
+    let spec = crate::spec::run_file::load(&args.spec)?;
     let dir = RunDir::new(
         args.out
             .unwrap_or_else(|| PathBuf::from("results").join("runs").join(spec.run_id())),
@@ -125,14 +125,14 @@ fn load_run(
 ) -> anyhow::Result<(RunSpec, Lm)> {
     let dir = RunDir::new(run);
     let spec: RunSpec = read_json(&dir.spec())
-        .map_err(|e| InputError(format!("{} is not a run folder: {e}", run.display())))?;
+        .map_err(|e| InputError::file(run, format!("not a run folder: {e}")))?;
     backend::set_precision(kind, device, spec.train.precision)
-        .map_err(|e| InputError(format!("{}: {e}", run.display())))?;
+        .map_err(|e| InputError::file(run, e))?;
     let Some(ckpt) = dir.find_checkpoint() else {
-        anyhow::bail!(InputError(format!(
-            "{} has no checkpoint; train it first (`attnres train`) or pick a finished run",
-            run.display()
-        )));
+        anyhow::bail!(InputError::file(
+            run,
+            "no checkpoint; train it first (`attnres train`) or pick a finished run"
+        ));
     };
     let model = checkpoint::load_model(&ckpt, Lm::init(&spec.model, spec.seed, device)?)?;
     Ok((spec, model))
@@ -183,10 +183,10 @@ pub fn run_score(args: ScoreArgs) -> anyhow::Result<()> {
     let tokens = tokenizer.encode(&text)?;
     let t = spec.model.context;
     if tokens.len() < 2 {
-        anyhow::bail!(InputError(format!(
-            "{} has fewer than two tokens",
-            args.file.display()
-        )));
+        anyhow::bail!(InputError::file(
+            &args.file,
+            "fewer than two tokens; give a longer text"
+        ));
     }
     // Non-overlapping windows of up to T predictions each; the last one may be shorter.
     let (mut nats, mut count) = (0.0f64, 0usize);

@@ -34,10 +34,10 @@ pub struct WatchArgs {
 pub fn run(args: WatchArgs) -> anyhow::Result<()> {
     let (sweep, filters) = args.sweep.load()?;
     if !(args.every > 0.0 && args.every.is_finite()) {
-        anyhow::bail!(super::InputError(format!(
-            "--every {}: give a number of seconds above 0",
-            args.every
-        )));
+        anyhow::bail!(super::InputError::flag(
+            format!("--every {}", args.every),
+            "give a number of seconds above 0"
+        ));
     }
     let selected: Vec<&PlannedRun> = sweep
         .runs

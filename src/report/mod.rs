@@ -108,12 +108,14 @@ pub fn write_report(
 ) -> anyhow::Result<Written> {
     let analysis = analyse_sweeps(std::slice::from_ref(sweep), opts)?;
     if analysis.runs.is_empty() {
-        anyhow::bail!(crate::error::InputError(format!(
-            "sweep {} has no finished runs under {}; run `attnres run {}` first",
-            sweep.file.name,
-            sweep.results_dir(&opts.results_root).display(),
-            sweep.path.display()
-        )));
+        anyhow::bail!(crate::error::InputError::file(
+            &sweep.path,
+            format!(
+                "no finished runs under {}; run `attnres run {}` first",
+                sweep.results_dir(&opts.results_root).display(),
+                sweep.path.display()
+            )
+        ));
     }
     let dir = reports_root.join(&sweep.file.name);
     let figures_dir = dir.join("figures");

@@ -26,13 +26,15 @@ pub fn report_dir(
     let writes_reference = absolute(&dir).starts_with(absolute(Path::new(REFERENCE_REPORTS)));
     let from_reference = absolute(results) == absolute(Path::new(REFERENCE_RESULTS));
     if writes_reference && !from_reference {
-        return Err(InputError(format!(
-            "{} holds a committed reference report, built only from {REFERENCE_RESULTS}/ \
-             (`make report`); these results come from {}. Leave --reports out to write \
-             reports/{name}/, or name another folder",
-            dir.display(),
-            results.display()
-        )));
+        return Err(InputError::file(
+            &dir,
+            format!(
+                "holds a committed reference report, built only from {REFERENCE_RESULTS}/ \
+                 (`make report`); these results come from {}. Leave --reports out to write \
+                 reports/{name}/, or name another folder",
+                results.display()
+            ),
+        ));
     }
     Ok(dir)
 }
@@ -97,7 +99,11 @@ mod tests {
             "quick",
         )
         .unwrap_err();
-        assert!(err.0.contains("reports/reference/quick"), "{}", err.0);
+        let InputError::File { path, problem } = &err else {
+            panic!("not a file error: {err}");
+        };
+        assert_eq!(path, Path::new("reports/reference/quick"));
+        assert!(problem.contains("committed reference report"), "{err}");
         // A sweep named `reference` would land on the reference folder itself.
         assert!(report_dir(Path::new("results"), None, "reference").is_err());
         assert!(

@@ -27,10 +27,10 @@ pub fn train(spec: &RunSpec, dir: &RunDir, opts: &TrainOptions) -> anyhow::Resul
     validate(spec)?;
     dir.create()?;
     match read_json_opt::<RunSpec>(&dir.spec())? {
-        Some(existing) if existing != *spec => bail!(InputError(format!(
-            "{} holds a different run (its spec.json differs); use another folder",
-            dir.root.display()
-        ))),
+        Some(existing) if existing != *spec => bail!(InputError::file(
+            &dir.root,
+            "holds a different run (its spec.json differs); use another folder"
+        )),
         Some(_) => {}
         None => write_json(&dir.spec(), spec)?,
     }
@@ -38,12 +38,15 @@ pub fn train(spec: &RunSpec, dir: &RunDir, opts: &TrainOptions) -> anyhow::Resul
         return Ok(Outcome::AlreadyDone);
     }
     let data = data::load(&spec.data, spec.model.context, spec.seed)
-        .map_err(|e| InputError(format!("data for run {}: {e}", spec.run_id())))?;
+        .map_err(|e| InputError::run(spec.run_id(), format!("data: {e}")))?;
     if data.vocab_size > spec.model.vocab_size {
-        bail!(InputError(format!(
-            "model.vocab_size {} is smaller than the tokenizer's vocabulary {}; raise it",
-            spec.model.vocab_size, data.vocab_size
-        )));
+        bail!(InputError::run(
+            spec.run_id(),
+            format!(
+                "model.vocab_size {} is smaller than the tokenizer's vocabulary {}; raise it",
+                spec.model.vocab_size, data.vocab_size
+            )
+        ));
     }
     if let Some(file) = data.tokenizer.file() {
         std::fs::copy(file, dir.tokenizer())
@@ -52,17 +55,17 @@ pub fn train(spec: &RunSpec, dir: &RunDir, opts: &TrainOptions) -> anyhow::Resul
     set_threads(opts.threads);
     let device = backend::device(opts.backend, &opts.device)?;
     backend::set_precision(opts.backend, &device, spec.train.precision)
-        .map_err(|e| InputError(format!("run {}: {e}", spec.run_id())))?;
+        .map_err(|e| InputError::run(spec.run_id(), e))?;
     Trainer::new(spec, dir, opts, &data, device)?.run()
 }
 
 fn validate(spec: &RunSpec) -> anyhow::Result<()> {
     spec.model
         .validate()
-        .map_err(|e| InputError(format!("model: {e}")))?;
-    spec.train
-        .validate()
-        .map_err(|(key, problem)| InputError(format!("train.{key}: {problem}")))?;
+        .map_err(|e| InputError::run(spec.run_id(), format!("model: {e}")))?;
+    spec.train.validate().map_err(|(key, problem)| {
+        InputError::run(spec.run_id(), format!("train.{key}: {problem}"))
+    })?;
     Ok(())
 }
 

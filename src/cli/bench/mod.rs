@@ -168,7 +168,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         split::check_args(&args)?;
     }
     let sweep = match &args.sizes {
-        Some(path) => Some(Sweep::load(path).map_err(|e| InputError(e.to_string()))?),
+        Some(path) => Some(Sweep::load(path)?),
         None => None,
     };
     let groups = match &sweep {
@@ -246,21 +246,25 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(other) = &args.against
         && !other.is_file()
     {
-        anyhow::bail!(InputError(format!(
-            "--against {}: no such file; give the path of another attnres binary",
-            other.display()
-        )));
+        anyhow::bail!(InputError::flag(
+            format!("--against {}", other.display()),
+            "no such file; give the path of another attnres binary"
+        ));
     }
     if args.steps < 1 {
-        anyhow::bail!(InputError(
-            "--steps 0: give at least 1 timed step (round) per case".into()
+        anyhow::bail!(InputError::flag(
+            "--steps 0",
+            "give at least 1 timed step (round) per case"
         ));
     }
     if args.processes < 1 || args.processes > args.steps {
-        anyhow::bail!(InputError(format!(
-            "--processes {}: give 1 to --steps ({}), the rounds being shared out among them",
-            args.processes, args.steps
-        )));
+        anyhow::bail!(InputError::flag(
+            format!("--processes {}", args.processes),
+            format!(
+                "give 1 to --steps ({}), the rounds being shared out among them",
+                args.steps
+            )
+        ));
     }
     Ok(())
 }
@@ -292,7 +296,7 @@ fn check_memory(args: &BenchArgs, cases: &[Case], children: usize) -> anyhow::Re
         .sum::<f64>()
         * children as f64;
     if need > limit.bytes {
-        anyhow::bail!(InputError(format!(
+        anyhow::bail!(InputError::Arguments(format!(
             "bench: size `{}`'s {} cases need about {} to train at once (each in a process of \
              its own, all alive together), more than {}; bench a micro-batch of fewer \
              sequences: {}",

@@ -109,7 +109,7 @@ pub(super) fn run(
 
 /// Refuses what `--split` cannot measure, before any child starts.
 pub(super) fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
-    let refuse = |what: &str| Err(InputError(format!("bench --split: {what}")).into());
+    let refuse = |what: &str| Err(InputError::flag("bench --split", what).into());
     if args.inference {
         return refuse("it measures training; drop --inference");
     }
