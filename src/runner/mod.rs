@@ -5,14 +5,14 @@ pub mod capacity;
 pub mod eta;
 mod filter;
 mod local;
+mod one_run;
 pub mod reuse;
 pub mod slurm;
 pub mod slurm_queue;
 
 pub use filter::Filter;
-pub use local::{
-    RunOutcome, RunnerOptions, SweepReport, job_devices, outcome_text, run_sweep, runs_to_train,
-};
+pub use local::{RunnerOptions, SweepReport, job_devices, run_sweep, runs_to_train};
+pub use one_run::{RunOutcome, outcome_text};
 
 use crate::spec::PlannedRun;
 use crate::store::lease::Lease;

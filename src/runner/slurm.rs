@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 
-use super::local::{RunOutcome, train_leased};
+use super::one_run::{RunOutcome, train_leased};
 use crate::spec::{PlannedRun, Sweep};
 use crate::store::{RunDir, write_atomic};
 use crate::train::TrainOptions;

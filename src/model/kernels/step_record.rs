@@ -1,7 +1,7 @@
 //! What one AttnRes mixing step's backward keeps for the pushes of the stacked sources it read
 //! ([`StepRecord`]), in [`GradMode::AtPush`](super::stack::GradMode): the stack's gradient
 //! (`stack_grad.rs`) holds the records, and each push forms its source's gradient from them
-//! (`at_push.rs`).
+//! (`at_push/`).
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! The pushes' half of `at_push.rs`: the gradients of a group of completed sources from the
+//! The pushes' half of `at_push/`: the gradients of a group of completed sources from the
 //! records of the mixing steps that read them, with each step's share of its query's
 //! gradient (`kernels::at_push`, `GradMode::AtPush`).
 //!

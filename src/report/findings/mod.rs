@@ -313,9 +313,7 @@ fn provenance(e: &Evidence) -> Vec<String> {
     out
 }
 
-#[path = "findings_paired.rs"]
 mod paired;
 
 #[cfg(test)]
-#[path = "findings_tests.rs"]
 mod tests;

@@ -302,5 +302,4 @@ fn read_holder(path: &Path) -> Result<Holder, StoreError> {
 }
 
 #[cfg(test)]
-#[path = "lease_tests.rs"]
 mod tests;
