@@ -1,6 +1,6 @@
 //! Errors every floor may raise. [`InputError`] is the user's mistake, by where it lies: the
-//! command line exits with status 2 for it (and for a sweep file's `SpecError`), 1 for
-//! everything else.
+//! command line exits with status 2 for it and for a sweep file's or results folder's own
+//! error (`cli::exit_code`), 1 for everything else.
 
 use std::path::{Path, PathBuf};
 

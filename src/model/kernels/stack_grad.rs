@@ -67,7 +67,7 @@ struct Ahead {
     records: usize,
 }
 
-/// What the buffer, the records and a later push kept for one source
+/// What the buffer, the records and a later source's push kept for one source
 /// ([`StackGrad::kept_for`]).
 struct Kept<B: Backend> {
     buffer: Option<FloatTensor<B>>,
@@ -189,9 +189,9 @@ impl StackGrad {
         }
     }
 
-    /// What the buffer, the records and an earlier push keep for source `k`: its buffer
-    /// (if a step wrote its slot), the records of the steps that read it, and the sum begun
-    /// for it at a later push with the number of records that sum took (taken out).
+    /// What the buffer, the records and a later source's push kept for source `k`: the
+    /// buffer (if a step wrote its slot), the records of the steps that read it, and the sum
+    /// that push began for it with the number of records that sum took (taken out).
     fn kept_for<B: Backend>(&self, k: usize) -> Kept<B> {
         match self.lock() {
             Some(mut acc) => {
