@@ -274,18 +274,24 @@ fn only_run(results: &Path, name: &str) -> PathBuf {
     runs[0].clone()
 }
 
-#[test]
-fn bf16_runs_keep_half_the_bytes_still_learn_and_are_refused_by_flex() {
-    let tmp = TempDir::new().unwrap();
-    // 100 steps, long enough to learn a nat or two.
+/// The tiny sweep with 100 steps, long enough to learn a nat or two, in f32 and in bf16
+/// (`tiny.yaml`, `tiny-bf16.yaml` in `dir`).
+fn f32_and_bf16_sweeps(dir: &Path) -> (PathBuf, PathBuf) {
     let longer = TINY.replace("tokens: 4000", "tokens: 40000");
-    let f32_sweep = tmp.path().join("tiny.yaml");
+    let f32_sweep = dir.join("tiny.yaml");
     std::fs::write(&f32_sweep, &longer).unwrap();
-    let bf16_sweep = tmp.path().join("tiny-bf16.yaml");
+    let bf16_sweep = dir.join("tiny-bf16.yaml");
     let text = longer
         .replace("name: tiny", "name: tiny-bf16")
         .replace("eval_batches: 1}", "eval_batches: 1, precision: bf16}");
     std::fs::write(&bf16_sweep, text).unwrap();
+    (f32_sweep, bf16_sweep)
+}
+
+#[test]
+fn bf16_runs_keep_half_the_bytes_and_still_learn() {
+    let tmp = TempDir::new().unwrap();
+    let (f32_sweep, bf16_sweep) = f32_and_bf16_sweeps(tmp.path());
     let results = tmp.path().join("results");
     let r = results.to_str().unwrap();
     for sweep in [&f32_sweep, &bf16_sweep] {
@@ -336,7 +342,13 @@ fn bf16_runs_keep_half_the_bytes_still_learn_and_are_refused_by_flex() {
     std::fs::write(&text, "a=1;b=a;c=b;c?1 x=2;y=x;y?2").unwrap();
     let scored = ok(&["score", bf16_run.to_str().unwrap(), text.to_str().unwrap()]);
     assert!(scored.contains("bits/byte"), "{scored}");
+}
 
+/// flex trains in f32 only: a bf16 sweep is refused with exit 2 before anything is written.
+#[test]
+fn bf16_sweeps_are_refused_by_flex() {
+    let tmp = TempDir::new().unwrap();
+    let (_, bf16_sweep) = f32_and_bf16_sweeps(tmp.path());
     let elsewhere = tmp.path().join("flex-results");
     let out = attnres()
         .args([

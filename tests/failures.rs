@@ -65,6 +65,26 @@ fn files(dir: &Path) -> Vec<String> {
     out
 }
 
+/// `dir`'s run is failed for a full disk at a checkpoint, and neither half-written files nor
+/// its lease stayed.
+fn assert_failed_clean_at_a_checkpoint(dir: &Path) {
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(status["state"], "failed", "{status}");
+    let reason = status["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("No space left on device") && reason.contains("checkpoint"),
+        "{reason}"
+    );
+    let left = files(dir);
+    assert!(
+        !left
+            .iter()
+            .any(|f| f.ends_with(".tmp") || f == "lease.json" || f.starts_with("checkpoint.new")),
+        "half-written files or the lease stayed: {left:?}"
+    );
+}
+
 #[test]
 fn a_run_whose_disk_fills_is_failed_clean_and_retried_once_fixed() {
     let tmp = TempDir::new("disk-full");
@@ -115,21 +135,7 @@ train: {batch_size: 8, lr: 0.003, budget: {tokens: 8000}, eval_every: 5, eval_ba
         .map(|e| e.path())
         .find(|p| p.join("spec.json").exists())
         .expect("a run folder");
-    let status: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).unwrap()).unwrap();
-    assert_eq!(status["state"], "failed", "{status}");
-    let reason = status["reason"].as_str().unwrap();
-    assert!(
-        reason.contains("No space left on device") && reason.contains("checkpoint"),
-        "{reason}"
-    );
-    let left = files(&dir);
-    assert!(
-        !left
-            .iter()
-            .any(|f| f.ends_with(".tmp") || f == "lease.json" || f.starts_with("checkpoint.new")),
-        "half-written files or the lease stayed: {left:?}"
-    );
+    assert_failed_clean_at_a_checkpoint(&dir);
     let o = attnres()
         .arg("status")
         .arg(&sweep)

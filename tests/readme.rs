@@ -61,6 +61,56 @@ fn command(line: &str) -> Option<Vec<String>> {
     (!words.is_empty()).then_some(words)
 }
 
+/// Runs an `attnres` line of the README in `dir`; it must succeed.
+fn run_attnres_line(dir: &Path, words: &[String]) {
+    let out = attnres()
+        .current_dir(dir)
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "README.md: `{}` failed ({}):\n{}\n{}",
+        words.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+}
+
+/// A `make TARGET` line of the README: one target the Makefile can plan (`make -n`).
+fn plan_make_line(root: &Path, line: &str, words: &[String]) {
+    assert_eq!(words.len(), 2, "README.md: `{line}`: one target a line");
+    let out = std::process::Command::new("make")
+        .current_dir(root)
+        .args(["-n", &words[1]])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "README.md: `{line}`: make has no such target: {}",
+        stderr(&out)
+    );
+}
+
+/// A `tensorboard` line of the README, run by TensorBoard itself from the venv `make setup`
+/// fills, in its `--inspect` mode: it must find the runs' loss curves.
+fn inspect_tensorboard_line(dir: &Path, line: &str, words: &[String]) {
+    let tensorboard = tensorboard_venv().join("bin/tensorboard");
+    let out = std::process::Command::new(tensorboard)
+        .current_dir(dir)
+        .arg("--inspect")
+        .args(&words[1..])
+        .output()
+        .expect("tensorboard is missing: run `make setup`");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("loss/train"),
+        "README.md: `{line}` found no loss curves:\n{text}{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn every_readme_command_runs() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -95,50 +145,14 @@ fn every_readme_command_runs() {
                     match words[0].as_str() {
                         "attnres" => {
                             attnres_lines += 1;
-                            let out = attnres()
-                                .current_dir(dir)
-                                .args(&words[1..])
-                                .output()
-                                .unwrap();
-                            assert!(
-                                out.status.success(),
-                                "README.md: `{}` failed ({}):\n{}\n{}",
-                                words.join(" "),
-                                out.status,
-                                String::from_utf8_lossy(&out.stdout),
-                                stderr(&out)
-                            );
+                            run_attnres_line(dir, &words);
                         }
                         "make" => {
                             make_lines += 1;
-                            assert_eq!(words.len(), 2, "README.md: `{line}`: one target a line");
-                            let out = std::process::Command::new("make")
-                                .current_dir(root)
-                                .args(["-n", &words[1]])
-                                .output()
-                                .unwrap();
-                            assert!(
-                                out.status.success(),
-                                "README.md: `{line}`: make has no such target: {}",
-                                stderr(&out)
-                            );
+                            plan_make_line(root, line, &words);
                         }
-                        // TensorBoard itself, from the venv `make setup` fills, in its
-                        // `--inspect` mode: it must find the runs' loss curves.
                         "tensorboard" => {
-                            let tensorboard = tensorboard_venv().join("bin/tensorboard");
-                            let out = std::process::Command::new(tensorboard)
-                                .current_dir(dir)
-                                .arg("--inspect")
-                                .args(&words[1..])
-                                .output()
-                                .expect("tensorboard is missing: run `make setup`");
-                            let text = String::from_utf8_lossy(&out.stdout);
-                            assert!(
-                                out.status.success() && text.contains("loss/train"),
-                                "README.md: `{line}` found no loss curves:\n{text}{}",
-                                stderr(&out)
-                            );
+                            inspect_tensorboard_line(dir, line, &words);
                         }
                         other => panic!(
                             "README.md: `{line}`: this test runs `attnres`, `make` and `tensorboard` lines only, not `{other}`"

@@ -29,6 +29,41 @@ fn losses(run: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A run retrained on another CPU kind: the same steps, tokens, learning rates and FLOPs,
+/// the first train losses within 1e-5 relative, and the final validation loss within 0.02.
+fn assert_same_within_float_noise(want: &[String], got: &[String], reference: &Path, out: &Path) {
+    let column = |rows: &[String], i: usize| -> Vec<String> {
+        rows.iter()
+            .map(|r| r.split(',').nth(i).unwrap_or("").to_string())
+            .collect()
+    };
+    // step, tokens, lr and the FLOP columns do not depend on rounding.
+    for i in [0, 1, 2, 6, 7] {
+        assert_eq!(column(want, i), column(got, i), "column {i}");
+    }
+    let train = |rows: &[String]| -> Vec<f64> {
+        column(rows, 3)[1..]
+            .iter()
+            .map(|v| v.parse().unwrap())
+            .collect()
+    };
+    for (step, (w, g)) in train(want).iter().zip(train(got)).take(6).enumerate() {
+        assert!(((w - g) / w).abs() < 1e-5, "step {}: {w} vs {g}", step + 1);
+    }
+    let val = |run: &Path| -> f64 {
+        let rows = losses(run);
+        rows.last()
+            .unwrap()
+            .split(',')
+            .nth(4)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (w, g) = (val(reference), val(out));
+    assert!((w - g).abs() < 0.02, "final val loss {w} vs {g}");
+}
+
 #[test]
 fn a_reference_run_retrains_to_its_committed_losses() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -65,36 +100,7 @@ fn a_reference_run_retrains_to_its_committed_losses() {
             "trained on {:?}, retrained on {this_cpu:?}: comparing within float noise",
             summary["cpu"]
         );
-        let column = |rows: &[String], i: usize| -> Vec<String> {
-            rows.iter()
-                .map(|r| r.split(',').nth(i).unwrap_or("").to_string())
-                .collect()
-        };
-        // step, tokens, lr and the FLOP columns do not depend on rounding.
-        for i in [0, 1, 2, 6, 7] {
-            assert_eq!(column(&want, i), column(&got, i), "column {i}");
-        }
-        let train = |rows: &[String]| -> Vec<f64> {
-            column(rows, 3)[1..]
-                .iter()
-                .map(|v| v.parse().unwrap())
-                .collect()
-        };
-        for (step, (w, g)) in train(&want).iter().zip(train(&got)).take(6).enumerate() {
-            assert!(((w - g) / w).abs() < 1e-5, "step {}: {w} vs {g}", step + 1);
-        }
-        let val = |run: &Path| -> f64 {
-            let rows = losses(run);
-            rows.last()
-                .unwrap()
-                .split(',')
-                .nth(4)
-                .unwrap()
-                .parse()
-                .unwrap()
-        };
-        let (w, g) = (val(&reference), val(&out));
-        assert!((w - g).abs() < 0.02, "final val loss {w} vs {g}");
+        assert_same_within_float_noise(&want, &got, &reference, &out);
     }
     // The new probe is there: one value per Transformer block at every eval.
     let rows = read_layers(&out.join("layers.parquet"), None).unwrap();

@@ -4,6 +4,7 @@
 #[path = "common/run.rs"]
 mod run;
 
+use std::path::Path;
 use std::process::Command;
 
 use run::*;
@@ -19,6 +20,37 @@ budgets: [{tokens: 3000}, {tokens: 6000}, {tokens: 12000}]
 grid: {zip: [[size, budget]]}
 train: {batch_size: 8, lr: 0.004, budget: {tokens: 6000}, eval_every: 5, eval_batches: 2, checkpoint_every: 0}
 ";
+
+/// The DOM of `html` after Chromium ran its scripts (headless, a fresh profile in
+/// `profile`, up to 10 s of virtual time).
+fn chromium_dom(html: &Path, profile: &Path) -> String {
+    let chromium = which_chromium()
+        .expect("chromium is not installed: run `make setup` (Debian package `chromium`)");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+        ])
+        .args([
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--virtual-time-budget=10000", "--dump-dom"])
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
 
 #[test]
 fn the_report_renders_every_figure_in_chromium() {
@@ -82,33 +114,7 @@ fn the_report_renders_every_figure_in_chromium() {
         !text.contains("src=\"figures/"),
         "report.html must be self-contained"
     );
-    let chromium = which_chromium()
-        .expect("chromium is not installed: run `make setup` (Debian package `chromium`)");
-    let profile = tmp.path().join("chromium-profile");
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-        ])
-        .args([
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(["--virtual-time-budget=10000", "--dump-dom"])
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dom = chromium_dom(&html, &tmp.path().join("chromium-profile"));
     assert!(dom.contains("<h1>attnres sweep"), "the page did not load");
     let loaded: usize = attr(&dom, "data-figures-loaded").parse().unwrap_or(0);
     assert_eq!(

@@ -174,49 +174,18 @@ fn last_job(results: &Path, name: &str) -> String {
         .to_string()
 }
 
-#[test]
-fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
-    let tmp = TempDir::new().unwrap();
-    let cluster = Cluster::start(&tmp.path().join("cluster"));
-    let r = |name: &str| tmp.path().join(name);
-    let s = |p: &Path| p.to_str().unwrap().to_string();
-
-    // 1. The smoke sweep: 12 runs, two arrays under MaxArraySize = 11, equal to a local run.
-    let smoke = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/smoke.yaml");
-    let out = cluster.submit(&smoke, &r("slurm"));
-    assert_eq!(out.matches("submitted job array").count(), 2, "{out}");
-    cluster.attnres(&[
-        "run",
-        &s(&smoke),
-        "--results",
-        &s(&r("local")),
-        "--threads",
-        "1",
-    ]);
-    wait_done(&cluster, &r("slurm"), "smoke", 12);
-    same_losses(&r("slurm"), &r("local"), "smoke");
-    let status = cluster.attnres(&["status", &s(&smoke), "--results", &s(&r("slurm"))]);
-    assert!(status.contains("12 done"), "{status}");
-
-    // 2a. USR1 (as before a time limit): checkpoint, requeue, resume, same losses.
-    let long = tmp.path().join("long.yaml");
-    std::fs::write(&long, LONG).unwrap();
-    cluster.attnres(&[
-        "run",
-        &s(&long),
-        "--results",
-        &s(&r("long-local")),
-        "--threads",
-        "1",
-    ]);
-    cluster.submit(&long, &r("usr1"));
+/// USR1 (as before a time limit): checkpoint, requeue, resume, the same losses as the
+/// local run in `tmp/long-local`.
+fn requeued_on_usr1(cluster: &Cluster, tmp: &Path, long: &Path) {
+    let r = |name: &str| tmp.join(name);
+    cluster.submit(long, &r("usr1"));
     wait_steps(&r("usr1"), "long", 60);
     let job = last_job(&r("usr1"), "long");
     cluster.run(
         "scancel",
         &["--signal=USR1", "--batch", &format!("{job}_0")],
     );
-    wait_done(&cluster, &r("usr1"), "long", 1);
+    wait_done(cluster, &r("usr1"), "long", 1);
     let log = std::fs::read_to_string(r("usr1").join(format!("long/logs/{job}_0.log"))).unwrap();
     assert!(
         log.contains("checkpointed") && log.contains("requeued"),
@@ -228,9 +197,14 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         "resumed from {from}:\n{log}"
     );
     same_losses(&r("usr1"), &r("long-local"), "long");
+}
 
-    // 2b. A hard scancel: the task dies; submitting again resumes from the checkpoint.
-    cluster.submit(&long, &r("hard"));
+/// A hard scancel: the task dies; submitting again resumes from the checkpoint that
+/// `status` showed, leaving the rows logged up to it as they were.
+fn resumed_after_a_hard_cancel(cluster: &Cluster, tmp: &Path, long: &Path) {
+    let r = |name: &str| tmp.join(name);
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    cluster.submit(long, &r("hard"));
     wait_steps(&r("hard"), "long", 100);
     cluster.run("scancel", &[&last_job(&r("hard"), "long")]);
     std::thread::sleep(Duration::from_secs(2));
@@ -243,7 +217,7 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
     let status: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("status.json")).unwrap()).unwrap();
     let checkpoint = status["step"].as_u64().unwrap();
-    let shown = cluster.attnres(&["status", &s(&long), "--results", &s(&r("hard"))]);
+    let shown = cluster.attnres(&["status", &s(long), "--results", &s(&r("hard"))]);
     assert!(
         shown.contains("partial") && shown.contains(&format!(" {checkpoint}/{LONG_STEPS} ")),
         "expected partial at {checkpoint}/{LONG_STEPS}:\n{shown}"
@@ -251,8 +225,8 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
     // The rows up to the checkpoint stay as they were (wall times included): a resume that
     // started over would rewrite them.
     let logged = std::fs::read_to_string(run.join("steps.csv")).unwrap();
-    cluster.submit(&long, &r("hard"));
-    wait_done(&cluster, &r("hard"), "long", 1);
+    cluster.submit(long, &r("hard"));
+    wait_done(cluster, &r("hard"), "long", 1);
     let job = last_job(&r("hard"), "long");
     let log = std::fs::read_to_string(r("hard").join(format!("long/logs/{job}_0.log"))).unwrap();
     let from = resumed_from(&log);
@@ -277,14 +251,18 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         "rows up to step {from} were rewritten"
     );
     same_losses(&r("hard"), &r("long-local"), "long");
+}
 
-    // 3. The same sweep submitted twice at once: every run trained by exactly one task.
+/// The same sweep submitted twice at once: every run trained by exactly one task.
+fn submitted_twice_trains_each_run_once(cluster: &Cluster, tmp: &Path, smoke: &Path) {
+    let r = |name: &str| tmp.join(name);
+    let s = |p: &Path| p.to_str().unwrap().to_string();
     for _ in 0..2 {
-        cluster.submit(&smoke, &r("twice"));
+        cluster.submit(smoke, &r("twice"));
     }
-    wait_done(&cluster, &r("twice"), "smoke", 12);
+    wait_done(cluster, &r("twice"), "smoke", 12);
     // Let the second submission's tasks finish too (they find their runs busy or done).
-    wait_queue_empty(&cluster);
+    wait_queue_empty(cluster);
     let logs: String = std::fs::read_dir(r("twice").join("smoke/logs"))
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
@@ -299,15 +277,19 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
     }
     same_losses(&r("twice"), &r("local"), "smoke");
     // Nothing is left to cancel, and `cancel` says so rather than naming the jobs again.
-    let cancel = cluster.attnres(&["cancel", &s(&smoke), "--results", &s(&r("twice"))]);
+    let cancel = cluster.attnres(&["cancel", &s(smoke), "--results", &s(&r("twice"))]);
     assert!(cancel.contains("nothing queued or running"), "{cancel}");
+}
 
-    // 4. Two submissions in the same second with different filters: a manifest each, a
-    // line each in jobs.txt, and every run of both trained.
+/// Two submissions in the same second with different filters: a manifest each, a line
+/// each in jobs.txt, and every run of both trained.
+fn same_second_submissions_keep_their_own_manifests(cluster: &Cluster, tmp: &Path, smoke: &Path) {
+    let r = |name: &str| tmp.join(name);
+    let s = |p: &Path| p.to_str().unwrap().to_string();
     let submit = |seed: &str| {
         cluster
             .cmd(BIN)
-            .args(["run", &s(&smoke), "--executor", "slurm", "--results"])
+            .args(["run", &s(smoke), "--executor", "slurm", "--results"])
             .arg(r("filters"))
             .args(["--filter", &format!("seed={seed}")])
             .spawn()
@@ -324,8 +306,48 @@ fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
         2,
         "two submissions shared a manifest:\n{jobs}"
     );
-    wait_done(&cluster, &r("filters"), "smoke", 12);
+    wait_done(cluster, &r("filters"), "smoke", 12);
     same_losses(&r("filters"), &r("local"), "smoke");
+}
+
+#[test]
+fn sweeps_train_on_slurm_exactly_once_and_survive_signals() {
+    let tmp = TempDir::new().unwrap();
+    let cluster = Cluster::start(&tmp.path().join("cluster"));
+    let r = |name: &str| tmp.path().join(name);
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+
+    // 1. The smoke sweep: 12 runs, two arrays under MaxArraySize = 11, equal to a local run.
+    let smoke = Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/smoke.yaml");
+    let out = cluster.submit(&smoke, &r("slurm"));
+    assert_eq!(out.matches("submitted job array").count(), 2, "{out}");
+    cluster.attnres(&[
+        "run",
+        &s(&smoke),
+        "--results",
+        &s(&r("local")),
+        "--threads",
+        "1",
+    ]);
+    wait_done(&cluster, &r("slurm"), "smoke", 12);
+    same_losses(&r("slurm"), &r("local"), "smoke");
+    let status = cluster.attnres(&["status", &s(&smoke), "--results", &s(&r("slurm"))]);
+    assert!(status.contains("12 done"), "{status}");
+
+    let long = tmp.path().join("long.yaml");
+    std::fs::write(&long, LONG).unwrap();
+    cluster.attnres(&[
+        "run",
+        &s(&long),
+        "--results",
+        &s(&r("long-local")),
+        "--threads",
+        "1",
+    ]);
+    requeued_on_usr1(&cluster, tmp.path(), &long);
+    resumed_after_a_hard_cancel(&cluster, tmp.path(), &long);
+    submitted_twice_trains_each_run_once(&cluster, tmp.path(), &smoke);
+    same_second_submissions_keep_their_own_manifests(&cluster, tmp.path(), &smoke);
 
     // 5. --dry-run shows the arrays a submission would make: two under MaxArraySize = 11.
     let dry = cluster.attnres(&[

@@ -9,6 +9,7 @@ mod run;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use attnres::store::metrics::{read_depth, read_layers, read_steps};
@@ -231,6 +232,26 @@ fn a_killed_and_resumed_run_has_each_step_once() {
     assert_matches_run(&after, &out);
 }
 
+/// The labels the tensorboard sweep's four runs are named by, before their ids.
+const RUN_LABELS: [&str; 4] = [
+    "small baseline seed 0 khop hops=2",
+    "small baseline seed 1 khop hops=2",
+    "small full seed 0 khop hops=2",
+    "small full seed 1 khop hops=2",
+];
+
+/// `attnres COMMAND SWEEP --results RESULTS EXTRA...`.
+fn on_sweep(command: &str, sweep: &Path, results: &Path, extra: &[&str]) -> Output {
+    attnres()
+        .arg(command)
+        .arg(sweep)
+        .arg("--results")
+        .arg(results)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_sweeps_runs_are_named_and_export_rebuilds_their_scalars() {
     let tmp = TempDir::new("tb-sweep");
@@ -248,14 +269,7 @@ train: {batch_size: 8, lr: 0.003, warmup: 2, budget: {tokens: 3840}, eval_every:
 ",
     );
     let results = tmp.path().join("results");
-    let o = attnres()
-        .arg("run")
-        .arg(&sweep)
-        .arg("--results")
-        .arg(&results)
-        .args(["--jobs", "2", "--threads", "1"])
-        .output()
-        .unwrap();
+    let o = on_sweep("run", &sweep, &results, &["--jobs", "2", "--threads", "1"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let root = results.join("tbsweep").join("tensorboard");
     let mut names: Vec<String> = std::fs::read_dir(&root)
@@ -271,28 +285,17 @@ train: {batch_size: 8, lr: 0.003, warmup: 2, budget: {tokens: 3840}, eval_every:
         .collect();
     for name in &names {
         let (label, id) = name.rsplit_once(" (").unwrap();
-        assert!(
-            [
-                "small baseline seed 0 khop hops=2",
-                "small baseline seed 1 khop hops=2",
-                "small full seed 0 khop hops=2",
-                "small full seed 1 khop hops=2"
-            ]
-            .contains(&label),
-            "{name}"
-        );
+        assert!(RUN_LABELS.contains(&label), "{name}");
         let run = results.join("tbsweep").join(id.trim_end_matches(')'));
         assert_matches_run(&live[name], &run);
     }
     // Rebuilt from the run folders: the same scalars (timings included), one file a run.
-    let o = attnres()
-        .args(["export-metrics"])
-        .arg(&sweep)
-        .arg("--results")
-        .arg(&results)
-        .args(["--format", "tensorboard"])
-        .output()
-        .unwrap();
+    let o = on_sweep(
+        "export-metrics",
+        &sweep,
+        &results,
+        &["--format", "tensorboard"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("event files of 4 runs"),
@@ -309,14 +312,7 @@ train: {batch_size: 8, lr: 0.003, warmup: 2, budget: {tokens: 3840}, eval_every:
         }
     }
     // The long table holds the same points: one row per run, step and tag.
-    let o = attnres()
-        .args(["export-metrics"])
-        .arg(&sweep)
-        .arg("--results")
-        .arg(&results)
-        .args(["--format", "jsonl"])
-        .output()
-        .unwrap();
+    let o = on_sweep("export-metrics", &sweep, &results, &["--format", "jsonl"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
         .lines()

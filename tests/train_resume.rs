@@ -5,6 +5,7 @@
 mod run;
 
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use run::*;
@@ -50,6 +51,30 @@ fn killed_and_resumed_bf16_runs_match_an_uninterrupted_run() {
 
 const STEPS: u64 = 24;
 
+/// Runs `train` (training into `out`) and SIGKILLs it at `kill` (`full`: how long a whole
+/// run took), or lets it finish first.
+fn train_until_killed(mut train: Command, out: &Path, kill: Kill, full: Duration) {
+    let mut child = train
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let begun = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        let due = match kill {
+            At(f) => begun.elapsed() >= full.mul_f64(f),
+            AfterCheckpoint(step) => status_step(out) >= step,
+        };
+        if due {
+            break;
+        }
+        assert!(begun.elapsed() < full * 20, "{kill:?} never came");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill(); // SIGKILL on Unix
+    let _ = child.wait();
+}
+
 fn killed_and_resumed(name: &str, extra_train: &str, kill_sets: &[&[Kill]]) {
     let tmp = TempDir::new(name);
     let spec = write(
@@ -83,25 +108,7 @@ fn killed_and_resumed(name: &str, extra_train: &str, kill_sets: &[&[Kill]]) {
     for (i, kills) in kill_sets.iter().enumerate() {
         let out = tmp.path().join(format!("killed{i}"));
         for &kill in kills.iter() {
-            let mut child = train(&out)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            let begun = Instant::now();
-            while child.try_wait().unwrap().is_none() {
-                let due = match kill {
-                    At(f) => begun.elapsed() >= full.mul_f64(f),
-                    AfterCheckpoint(step) => status_step(&out) >= step,
-                };
-                if due {
-                    break;
-                }
-                assert!(begun.elapsed() < full * 20, "{kill:?} never came");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let _ = child.kill(); // SIGKILL on Unix
-            let _ = child.wait();
+            train_until_killed(train(&out), &out, kill, full);
         }
         // What the next process must pick up: the checkpoint's step, and the rows logged
         // up to it, which a resume keeps as they are (wall times included).
