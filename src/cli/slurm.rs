@@ -9,7 +9,7 @@ use super::InputError;
 use super::sweep_args::SweepArgs;
 use super::train::DeviceArgs;
 use crate::runner::slurm::{self, SlurmOptions};
-use crate::runner::{RunOutcome, view};
+use crate::runner::{Filter, RunOutcome, runs_to_train, view};
 use crate::spec::{PlannedRun, Sweep};
 use crate::store::{RunDir, RunState};
 
@@ -54,7 +54,7 @@ pub struct SlurmArgs {
 /// Submits the sweep's unfinished selected runs as job arrays (or prints the scripts).
 pub fn submit(
     sweep: &Sweep,
-    selected: &[&PlannedRun],
+    filters: &[Filter],
     sweep_args: &SweepArgs,
     args: &SlurmArgs,
     retry_failed: bool,
@@ -65,7 +65,7 @@ pub fn submit(
         anyhow::bail!(InputError::flag("--cpus-per-run 0", "give at least 1"));
     }
     let root = sweep.results_dir(&sweep_args.results);
-    let todo = runs_to_submit(&root, selected, retry_failed, dry_run)?;
+    let todo = runs_to_submit(sweep, filters, &root, (retry_failed, dry_run))?;
     if todo.is_empty() {
         println!(
             "sweep {}: nothing to submit (every selected run is done or failed; --retry-failed)",
@@ -104,28 +104,20 @@ pub fn submit(
     Ok(())
 }
 
-/// The selected runs to submit: every one not done, and failed ones only with
-/// `retry_failed`, whose status is then removed (unless `dry_run`) so that their tasks train
-/// them.
-fn runs_to_submit<'r>(
+/// The selected runs to submit: those a local run would train (`runner::runs_to_train`:
+/// every one not done, and failed ones only with `retry_failed`); a failed one's status is
+/// then removed (unless `dry_run`) so that its task trains it.
+fn runs_to_submit<'s>(
+    sweep: &'s Sweep,
+    filters: &[Filter],
     root: &Path,
-    selected: &[&'r PlannedRun],
-    retry_failed: bool,
-    dry_run: bool,
-) -> anyhow::Result<Vec<&'r PlannedRun>> {
-    let mut todo = Vec::new();
-    for run in selected {
-        let v = view(&RunDir::new(root.join(&run.id)))?;
-        match v.state {
-            RunState::Done => {}
-            RunState::Failed if !retry_failed => {}
-            _ => todo.push(*run),
-        }
-    }
-    if retry_failed {
+    (retry_failed, dry_run): (bool, bool),
+) -> anyhow::Result<Vec<&'s PlannedRun>> {
+    let (_, todo) = runs_to_train(sweep, (filters, retry_failed), root)?;
+    if retry_failed && !dry_run {
         for run in &todo {
             let dir = RunDir::new(root.join(&run.id));
-            if view(&dir)?.state == RunState::Failed && !dry_run {
+            if view(&dir)?.state == RunState::Failed {
                 // The task trains a failed run only once its status no longer says failed.
                 let _ = std::fs::remove_file(dir.status());
             }

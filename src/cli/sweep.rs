@@ -154,7 +154,7 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
         }
         return super::slurm::submit(
             &sweep,
-            &selected,
+            &filters,
             &args.sweep,
             &args.slurm,
             args.retry_failed,
